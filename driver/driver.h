@@ -1,0 +1,85 @@
+/* driver.h: the device backend ops struct shared by every driver (afpacket, sim). */
+#ifndef EMP_DRIVER_H
+#define EMP_DRIVER_H
+
+#include <stdint.h>
+
+/* One frame to transmit: Ethernet + EMP headers in hdr, payload in up to
+ * EMP_TX_PIECES pieces gathered from the user's buffers (no staging copy). */
+#define EMP_TX_PIECES 4
+struct emp_txframe {
+	const uint8_t *hdr;
+	uint32_t hdr_len;
+	uint32_t npieces;
+	struct { const void *p; uint32_t len; } piece[EMP_TX_PIECES];
+};
+
+/* One received frame, pointing into driver memory until rx_release(). */
+struct emp_rxframe {
+	const uint8_t *data;
+	uint32_t len;
+};
+
+struct emp_sim_wire;
+
+/* What a backend needs to open a device. */
+struct emp_dev_params {
+	const char *ifname;          /* afpacket: interface; NULL = caller resolves */
+	uint16_t ethertype;          /* EMP EtherType, 0x88B5 by default */
+	uint16_t endpoint;           /* own endpoint id (BPF matches dst_ep) */
+	int qdisc_bypass;            /* afpacket: PACKET_QDISC_BYPASS */
+	unsigned rx_frames;          /* ring size hint, 0 = default */
+	struct emp_sim_wire *wire;   /* sim: the wire to attach to */
+	const uint8_t *mac;          /* sim: this port's MAC (6 bytes) */
+	char *err;                   /* out: one-line error message on failure */
+	unsigned errlen;
+};
+
+struct emp_driver_ops {
+	const char *name;
+	/* 0 or -errno; on error a one-line reason is written to p->err */
+	int (*open)(const struct emp_dev_params *p, void **priv);
+	void (*close)(void *priv);
+	/* frames sent (all of them unless the device is full), or -errno */
+	int (*tx_burst)(void *priv, const struct emp_txframe *f, unsigned n);
+	/* up to max frames, valid until rx_release(); 0 when none */
+	int (*rx_burst)(void *priv, struct emp_rxframe *f, unsigned max);
+	void (*rx_release)(void *priv, unsigned n);
+	/* fd that becomes readable when frames arrive (poll/libev), or -1 */
+	int (*wait_fd)(void *priv);
+	void (*mac)(void *priv, uint8_t mac[6]);
+	unsigned (*mtu)(void *priv);
+};
+
+extern const struct emp_driver_ops emp__afpacket_ops;
+extern const struct emp_driver_ops emp__sim_ops;
+
+const struct emp_driver_ops *emp__driver_find(const char *name);
+
+/* The simulated wire: any number of ports in one process, seeded faults.
+ * Rates are in parts per million of frames. Time comes from clock(). */
+struct emp_sim_faults {
+	uint64_t seed;
+	uint32_t loss_ppm;
+	uint32_t reorder_ppm;     /* frame held back by reorder_ns */
+	uint32_t dup_ppm;
+	uint32_t corrupt_ppm;     /* one random bit flipped in the EMP part */
+	uint64_t delay_ns;        /* one-way latency for every frame */
+	uint64_t reorder_ns;
+	unsigned mtu;             /* device MTU of every port (default 1500) */
+	unsigned queue_frames;    /* per-port receive queue; overflow = drop (default 4096) */
+};
+
+struct emp_sim_stats {
+	uint64_t sent, delivered, lost, reordered, duplicated, corrupted, overflow, no_port;
+};
+
+int  emp_sim_wire_create(struct emp_sim_wire **w, const struct emp_sim_faults *f,
+			 uint64_t (*clock)(void *arg), void *clock_arg);
+void emp_sim_wire_destroy(struct emp_sim_wire *w);
+void emp_sim_wire_set_faults(struct emp_sim_wire *w, const struct emp_sim_faults *f);
+void emp_sim_wire_stats(struct emp_sim_wire *w, struct emp_sim_stats *s);
+/* earliest time a queued frame becomes deliverable to any port, or UINT64_MAX */
+uint64_t emp_sim_wire_next_event(struct emp_sim_wire *w);
+
+#endif

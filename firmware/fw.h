@@ -1,0 +1,151 @@
+/* fw.h: the engine's interface: descriptor table, mailbox ring, status words, config, counters, entry points. */
+#ifndef EMP_FW_H
+#define EMP_FW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "proto.h"
+
+struct emp_driver_ops;
+
+/* Errors the engine reports in descriptor results (Linux errno values;
+ * firmware/ includes no OS header, libemp checks them against errno.h). */
+#define EMP_EINVAL        22
+#define EMP_EMSGSIZE      90
+#define EMP_ECONNRESET   104
+#define EMP_ENOBUFS      105
+#define EMP_ETIMEDOUT    110
+#define EMP_EHOSTUNREACH 113
+#define EMP_ECANCELED    125
+
+#define EMP_ANY_HOST  0xffffu
+#define EMP_ANY_EP    0xffffu
+#define EMP_ANY_TAG   0xffffffffu
+
+/* ---- descriptors: the host/engine meeting point (thesis fig. 2.5) ---- */
+
+/* Status word: who owns the descriptor now. */
+enum emp_dstat {
+	EMP_DS_FREE   = 0,   /* in the host's free pool */
+	EMP_DS_HOST   = 1,   /* host is filling it, or host owns a completed one */
+	EMP_DS_POSTED = 2,   /* engine owns it */
+	EMP_DS_DONE   = 3,   /* engine finished; result is valid; host owns it */
+};
+
+enum emp_dop { EMP_OP_SEND = 1, EMP_OP_RECV = 2 };
+
+#define EMP_DESC_INLINE_SG 4
+struct emp_sg { void *base; uint64_t len; };
+
+struct emp_desc {
+	/* written by host before posting */
+	uint8_t  op;              /* EMP_OP_* */
+	uint8_t  persistent;      /* host reposts without refilling */
+	uint16_t host;            /* send: dest host; recv: source host or EMP_ANY_HOST */
+	uint16_t ep;              /* send: dest ep; recv: source ep or EMP_ANY_EP */
+	uint16_t nsg;
+	uint32_t tag;             /* send: tag; recv: tag or EMP_ANY_TAG */
+	uint64_t len;             /* total of sg lengths */
+	const struct emp_sg *sg;  /* points at sg_inline or host memory */
+	struct emp_sg sg_inline[EMP_DESC_INLINE_SG];
+	void *user;               /* host's own pointer, engine ignores */
+	/* ownership: written by host (-> POSTED) and engine (-> DONE) */
+	uint32_t stat;
+	/* written by engine before stat = DONE */
+	int64_t  result;          /* bytes delivered, or -errno */
+	uint16_t rhost, rep;      /* recv: actual source */
+	uint32_t rtag;            /* recv: actual tag */
+	uint64_t rlen;            /* recv: sender's message length */
+};
+
+/* Mailbox: single-producer (host, under its own lock) single-consumer
+ * (engine) ring of descriptor indices. */
+#define EMP_MB_CANCEL 0x80000000u
+struct emp_mailbox {
+	uint32_t head;            /* written by host */
+	uint32_t pad0[15];
+	uint32_t tail;            /* written by engine */
+	uint32_t pad1[15];
+	uint32_t mask;            /* size - 1, size a power of two */
+	uint32_t *ring;
+};
+
+/* ---- configuration (run-time options) ---- */
+struct emp_fw_config {
+	uint32_t ndesc;           /* descriptor table size */
+	uint32_t max_peers;       /* remote endpoints tracked at once */
+	uint32_t nhosts;          /* route table entries */
+	const uint8_t (*host_mac)[6];
+	uint16_t ethertype;
+	uint16_t endpoint;        /* own endpoint id */
+	uint32_t incarnation;     /* chosen by the caller, nonzero, new per open */
+	uint32_t mtu;             /* device MTU */
+	uint8_t  mac[6];          /* own MAC */
+	uint32_t ack_every;       /* ack collection size K */
+	uint32_t window;          /* frames in flight per message (<= 64) */
+	uint32_t peer_window;     /* frames in flight per receiver */
+	uint32_t peer_msgs;       /* messages in flight per receiver */
+	uint64_t rto_ns, rto_max_ns, ack_delay_ns;
+	uint32_t retries;         /* return-to-sender after this many timeouts */
+	uint8_t  flow_control;    /* pace by receiver's advertised credits */
+	uint8_t  checksum;        /* CRC32C on every frame sent */
+	uint32_t tx_burst;        /* frames per poll before yielding */
+};
+
+void emp__fw_config_defaults(struct emp_fw_config *c);
+
+/* ---- counters ---- */
+enum emp_drop_reason {
+	EMP_DROP_SHORT, EMP_DROP_ETHERTYPE, EMP_DROP_VERSION, EMP_DROP_TYPE,
+	EMP_DROP_NOT_MINE, EMP_DROP_UNKNOWN_MAC, EMP_DROP_BAD_LEN, EMP_DROP_BAD_INDEX,
+	EMP_DROP_CSUM, EMP_DROP_STALE, EMP_DROP_NO_SESSION, EMP_DROP_NO_RECV,
+	EMP_DROP_DUP, EMP_DROP_WINDOW, EMP_DROP_UNKNOWN_MSG, EMP_DROP_NO_PEER_SLOT,
+	EMP_DROP_TX_FULL,
+	EMP_DROP_MAX
+};
+extern const char *const emp__drop_names[EMP_DROP_MAX];
+
+struct emp_counters {
+	uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes;
+	uint64_t tx_data, rx_data, tx_acks, rx_acks, tx_nacks, rx_nacks;
+	uint64_t retransmits, timeouts, fast_retransmits;
+	uint64_t msgs_sent, msgs_received, bytes_sent, bytes_received;
+	uint64_t send_errors, recv_errors, peer_restarts, hellos, stale_sent;
+	uint64_t fc_stalls;
+	uint64_t drops[EMP_DROP_MAX];
+	uint64_t drops_total;
+};
+
+/* ---- the engine ---- */
+struct emp_fw;
+
+struct emp_fw_env {
+	const struct emp_driver_ops *ops;
+	void *dev;
+	struct emp_desc *desc;        /* table of cfg.ndesc descriptors */
+	struct emp_mailbox *mb;
+};
+
+/* Memory the engine needs for cfg; the caller provides it (no allocation). */
+size_t emp__fw_memsize(const struct emp_fw_config *cfg);
+/* 0 or -EMP_EINVAL for a config the engine cannot run. */
+int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *cfg,
+		 const struct emp_fw_env *env);
+
+/* Event entry points; each returns the number of descriptors completed. */
+int emp__fw_mailbox(struct emp_fw *fw, uint64_t now);                 /* host posted */
+int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t now); /* frame arrived */
+int emp__fw_timers(struct emp_fw *fw, uint64_t now);                  /* time advanced */
+/* All three plus driver rx and tx flush: the usual loop body. */
+int emp__fw_poll(struct emp_fw *fw, uint64_t now);
+/* Earliest time emp__fw_timers has work, UINT64_MAX if none. */
+uint64_t emp__fw_next_deadline(const struct emp_fw *fw);
+/* Nonzero if the engine has frames it could send right now. */
+int emp__fw_busy(const struct emp_fw *fw);
+void emp__fw_counters(const struct emp_fw *fw, struct emp_counters *c);
+/* In-flight memory in use: live transfer records and peers. */
+void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records);
+
+uint32_t emp__crc32c(uint32_t crc, const void *p, uint64_t len);
+
+#endif

@@ -1,0 +1,90 @@
+/* proto.h: the EMP wire format (version 1), frame types, flags and protocol tunables. */
+#ifndef EMP_PROTO_H
+#define EMP_PROTO_H
+
+#include <stdint.h>
+
+#define EMP_PROTO_VERSION     1
+#define EMP_ETHERTYPE_DEFAULT 0x88B5
+#define EMP_ETH_HLEN          14
+
+/*
+ * Every EMP frame: Ethernet header (dst MAC, src MAC, EtherType), then the
+ * common header, then the type's own header, then payload. All multi-byte
+ * fields are big-endian on the wire.
+ *
+ *  off len  common header (28 bytes)
+ *    0  4   csum      CRC32C of bytes 4..end of frame (EMP_F_CSUM), else 0
+ *    4  1   version   EMP_PROTO_VERSION
+ *    5  1   type      EMP_T_*
+ *    6  2   flags     EMP_F_*
+ *    8  2   dst_ep    destination endpoint (the BPF filter matches this)
+ *   10  2   src_ep    source endpoint
+ *   12  4   dst_inc   incarnation the sender believes the receiver has
+ *   16  4   src_inc   sender's incarnation (chosen at endpoint open)
+ *   20  2   session   sender's session with this receiver (bumped on reset)
+ *   22  2   credits   sender's free posted receives (flow control, saturating)
+ *   24  4   msg_id    message id (per sender->receiver session, from 1)
+ *
+ *  DATA (16 bytes): the message header travels in every frame, so that any
+ *  frame of a message can be matched even when the first one was lost.
+ *   28  4   frame     frame index within the message
+ *   32  4   msg_len   total message length in bytes
+ *   36  4   tag       user tag
+ *   40  2   frag      sender's payload bytes per frame (offset = frame*frag)
+ *   42  2   plen      payload bytes in this frame
+ *
+ *  ACK / NACK (16 bytes): state of one message at the receiver
+ *   28  4   cum       frames [0,cum) received
+ *   32  4   nframes   frames in the message
+ *   36  8   sack      bit i set: frame cum+i received (i < 64)
+ *
+ *  HELLO / HELLO_ACK (8 bytes): session setup, MTU exchange
+ *   28  4   mtu       sender's device MTU
+ *   32  4   rsvd
+ *
+ *  STALE (no body): "your frame named an incarnation I no longer have";
+ *   the common header carries the current incarnation in src_inc.
+ */
+
+#define EMP_HDR_LEN        28
+#define EMP_DATA_HDR_LEN   16
+#define EMP_ACK_HDR_LEN    16
+#define EMP_HELLO_HDR_LEN   8
+#define EMP_DATA_OVERHEAD  (EMP_HDR_LEN + EMP_DATA_HDR_LEN)   /* beyond Ethernet */
+#define EMP_FRAME_MAX      (EMP_ETH_HLEN + 65535)
+#define EMP_MIN_MTU        (EMP_DATA_OVERHEAD + 64)
+
+/* byte offsets inside the frame (Ethernet header included), for BPF */
+#define EMP_OFF_ETHERTYPE  12
+#define EMP_OFF_DST_EP     (EMP_ETH_HLEN + 8)
+
+enum emp_frame_type {
+	EMP_T_DATA      = 1,
+	EMP_T_ACK       = 2,
+	EMP_T_HELLO     = 3,
+	EMP_T_HELLO_ACK = 4,
+	EMP_T_STALE     = 5,
+};
+
+enum emp_frame_flags {
+	EMP_F_CSUM   = 1u << 0,  /* csum field is valid */
+	EMP_F_ACKREQ = 1u << 1,  /* DATA: sender asks for an immediate ack */
+	EMP_F_NACK   = 1u << 2,  /* ACK: a gap was seen; retransmit what is missing */
+	EMP_F_NORECV = 1u << 3,  /* ACK: frame dropped, no receive posted (credits follow) */
+	EMP_F_LAST   = 1u << 4,  /* DATA: last frame of the message */
+};
+
+/* Protocol tunables (defaults; most are run-time options in emp.conf). */
+#define EMP_SACK_BITS          64     /* receiver window per message, frames */
+#define EMP_DEF_ACK_EVERY      3      /* thesis: ack a collection of 3 frames */
+#define EMP_DEF_RTO_NS         1000000ull   /* first retransmit timeout: 1 ms */
+#define EMP_DEF_RTO_MAX_NS     100000000ull /* backoff cap: 100 ms */
+#define EMP_DEF_RETRIES        16     /* return-to-sender after this many */
+#define EMP_DEF_ACK_DELAY_NS   50000ull     /* delayed ack for a partial collection */
+#define EMP_DEF_WINDOW         64     /* frames in flight per message */
+#define EMP_DEF_PEER_WINDOW    512    /* frames in flight per receiver */
+#define EMP_DEF_PEER_MSGS      64     /* messages in flight per receiver */
+#define EMP_MAX_TAG_ANY        0xffffffffu
+
+#endif
