@@ -23,6 +23,8 @@ typedef struct emp_addr {
 } emp_addr_t;
 
 struct emp_sim_wire;
+struct emp_conf;
+struct emp_fw_config;
 
 struct emp_open_opts {
 	const char *conf_path;       /* NULL: $EMP_CONF, else /etc/emp/emp.conf */
@@ -35,6 +37,8 @@ struct emp_open_opts {
 	int no_progress_thread;      /* 1: caller drives with emp_progress() */
 	uint32_t incarnation;        /* 0: chosen at random */
 	const struct emp_fw_config *fw_override; /* tests: engine settings to use */
+	uint64_t (*clock)(void *arg);  /* tests: virtual time; NULL = emp_now_ns */
+	void *clock_arg;
 };
 
 struct emp_status {

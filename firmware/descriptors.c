@@ -1,0 +1,166 @@
+/* descriptors.c: the host mailbox: taking ownership of posted descriptors, cancel, and receive matching. */
+#include "fw_int.h"
+
+static uint32_t rhash(uint16_t host, uint16_t ep, uint32_t tag)
+{
+	uint32_t h = ((uint32_t)host << 16 | ep) * 2654435761u;
+	return h ^ (tag * 2246822519u) ^ (tag >> 15);
+}
+
+static int exact(const struct emp_desc *d)
+{
+	return d->host != EMP_ANY_HOST && d->ep != EMP_ANY_EP && d->tag != EMP_ANY_TAG;
+}
+
+static struct dlist *recv_list(struct emp_fw *fw, const struct emp_desc *d)
+{
+	if (exact(d))
+		return &fw->rbucket[rhash(d->host, d->ep, d->tag) & fw->rbucket_mask];
+	return &fw->rwild;
+}
+
+static void post_recv(struct emp_fw *fw, int32_t r)
+{
+	struct emp_desc *d = &fw->desc[r];
+	struct rec *x = &fw->rec[r];
+	x->kind = REC_RECV_POSTED;
+	x->cap = d->len;
+	x->seq = ++fw->recv_seq;
+	x->tag = d->tag;
+	emp__dl_push(fw, recv_list(fw, d), r);
+	fw->posted_recvs++;
+}
+
+/* First posted receive (posting order) matching a message from (host, ep)
+ * with tag; it is unlinked and returned, or NIL. */
+int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag)
+{
+	struct dlist *b = &fw->rbucket[rhash(host, ep, tag) & fw->rbucket_mask];
+	int32_t best = NIL;
+	struct dlist *from = NULL;
+	for (int32_t r = b->head; r != NIL; r = fw->rec[r].next) {
+		const struct emp_desc *d = &fw->desc[r];
+		if (d->host == host && d->ep == ep && d->tag == tag) {
+			best = r;
+			from = b;
+			break;
+		}
+	}
+	for (int32_t r = fw->rwild.head; r != NIL; r = fw->rec[r].next) {
+		const struct emp_desc *d = &fw->desc[r];
+		if (best != NIL && fw->rec[r].seq > fw->rec[best].seq)
+			break;
+		if ((d->host == EMP_ANY_HOST || d->host == host) && (d->ep == EMP_ANY_EP || d->ep == ep) &&
+		    (d->tag == EMP_ANY_TAG || d->tag == tag)) {
+			best = r;
+			from = &fw->rwild;
+			break;
+		}
+	}
+	if (best != NIL) {
+		emp__dl_del(fw, from, best);
+		fw->posted_recvs--;
+	}
+	return best;
+}
+
+static void post_send(struct emp_fw *fw, int32_t r, uint64_t now)
+{
+	struct emp_desc *d = &fw->desc[r];
+	struct rec *x = &fw->rec[r];
+	int32_t p = emp__peer_get(fw, d->host, d->ep, 1);
+	if (p == NIL) {
+		fw->ctr.drops[EMP_DROP_NO_PEER_SLOT]++;
+		x->kind = REC_SEND_QUEUED;
+		emp__complete(fw, r, -EMP_ENOBUFS);
+		return;
+	}
+	x->kind = REC_SEND_QUEUED;
+	x->peer = p;
+	x->len = d->len;
+	x->tag = d->tag;
+	emp__dl_push(fw, &fw->peer[p].txq, r);
+	emp__peer_activate(fw, p);
+	if (fw->peer[p].tx_state == PTX_NEW)
+		emp__peer_send_hello(fw, p, now);
+}
+
+static void take(struct emp_fw *fw, uint32_t idx, uint64_t now)
+{
+	if (idx >= fw->cfg.ndesc)
+		return;                           /* corrupt mailbox entry: ignore */
+	struct emp_desc *d = &fw->desc[idx];
+	struct rec *x = &fw->rec[idx];
+	int32_t r = (int32_t)idx;
+	if (x->kind != REC_FREE)
+		return;                           /* posted twice: the first post stands */
+	memset(x, 0, sizeof(*x));
+	x->next = x->prev = x->peer = NIL;
+	uint64_t len = 0;
+	int bad = d->nsg > 0 && !d->sg;
+	for (unsigned i = 0; !bad && i < d->nsg; i++) {
+		if (!d->sg[i].base && d->sg[i].len)
+			bad = 1;
+		len += d->sg[i].len;
+	}
+	if (d->op == EMP_OP_SEND && !bad && (d->host >= fw->cfg.nhosts || d->tag == EMP_ANY_TAG))
+		bad = 1;
+	if (d->op == EMP_OP_RECV && !bad && d->host != EMP_ANY_HOST && d->host >= fw->cfg.nhosts)
+		bad = 1;
+	if ((d->op != EMP_OP_SEND && d->op != EMP_OP_RECV) || bad || len != d->len) {
+		x->kind = REC_SEND_QUEUED;
+		fw->nrecs++;
+		emp__complete(fw, r, -EMP_EINVAL);
+		return;
+	}
+	fw->nrecs++;
+	if (d->op == EMP_OP_SEND) {
+		if (len > 0xffffffffull) {
+			x->kind = REC_SEND_QUEUED;
+			emp__complete(fw, r, -EMP_EMSGSIZE);
+			return;
+		}
+		post_send(fw, r, now);
+	} else {
+		post_recv(fw, r);
+	}
+}
+
+static void cancel(struct emp_fw *fw, uint32_t idx)
+{
+	if (idx >= fw->cfg.ndesc)
+		return;
+	int32_t r = (int32_t)idx;
+	struct rec *x = &fw->rec[r];
+	if (x->kind == REC_RECV_POSTED) {
+		emp__dl_del(fw, recv_list(fw, &fw->desc[r]), r);
+		fw->posted_recvs--;
+		x->src_host = EMP_ANY_HOST;
+		x->src_ep = EMP_ANY_EP;
+		emp__complete(fw, r, -EMP_ECANCELED);
+	} else if (x->kind == REC_SEND_QUEUED && x->peer != NIL) {
+		emp__dl_del(fw, &fw->peer[x->peer].txq, r);
+		emp__complete(fw, r, -EMP_ECANCELED);
+	}
+	/* active transfers cannot be cancelled: the host sees them still posted */
+}
+
+int emp__fw_mailbox(struct emp_fw *fw, uint64_t now)
+{
+	struct emp_mailbox *mb = fw->mb;
+	int before = fw->completed;
+	uint32_t head = __atomic_load_n(&mb->head, __ATOMIC_ACQUIRE);
+	uint32_t tail = mb->tail;
+	while (tail != head) {
+		uint32_t v = mb->ring[tail & mb->mask];
+		tail++;
+		if (v & EMP_MB_CANCEL)
+			cancel(fw, v & ~EMP_MB_CANCEL);
+		else
+			take(fw, v, now);
+	}
+	__atomic_store_n(&mb->tail, tail, __ATOMIC_RELEASE);
+	if (!fw->in_poll)
+		emp__tx_flush(fw);
+	return fw->completed - before;
+}

@@ -1,0 +1,170 @@
+/* fw_int.h: the engine's private state: per-host (peer) state, per-message transfer records, lists, helpers. */
+#ifndef EMP_FW_INT_H
+#define EMP_FW_INT_H
+
+#include <stdint.h>
+#include <string.h>
+#include "fw.h"
+#include "../driver/driver.h"
+
+#define NIL (-1)
+#define TXB_MAX 64                  /* frames per tx batch */
+#define RXB_MAX 32                  /* frames per rx burst */
+#define HDRBUF 64                   /* room for Ethernet + EMP headers */
+
+enum peer_tx_state {
+	PTX_NEW = 0,                /* no session: HELLO needed before data */
+	PTX_HELLO,                  /* HELLO sent, waiting for HELLO_ACK */
+	PTX_UP,                     /* session established: data may flow */
+};
+
+enum rec_kind {
+	REC_FREE = 0,
+	REC_SEND_QUEUED,            /* posted, waiting for its turn */
+	REC_SEND_ACTIVE,            /* has a msg id, frames in flight */
+	REC_RECV_POSTED,            /* posted, unmatched */
+	REC_RECV_ACTIVE,            /* matched to a message, frames arriving */
+};
+
+struct dlist { int32_t head, tail; };
+
+/* Per-host state: one remote endpoint (host, ep). */
+struct peer {
+	uint16_t host, ep;
+	uint8_t used, tx_state, rx_known, on_alist;
+	uint32_t tx_remote_inc;     /* their incarnation, as we address them */
+	uint16_t tx_session;        /* our session toward them */
+	uint16_t rx_session;        /* their session toward us */
+	uint32_t rx_remote_inc;     /* their incarnation, as we accept them */
+	uint32_t next_msg_id;       /* next id we assign */
+	uint32_t match_next;        /* next id of theirs to match */
+	uint32_t frag;              /* payload bytes per frame toward them */
+	uint32_t inflight_frames, inflight_msgs;
+	uint32_t credits;           /* their last advertised free receives */
+	uint32_t unacked_starts;    /* messages started since that advertisement */
+	uint64_t hello_deadline, hello_rto, fc_probe_at;
+	uint32_t hello_tries;
+	uint64_t nack_sent_at;      /* rate limit for gap/no-recv notices */
+	uint32_t nack_msg;
+	struct dlist txq;           /* REC_SEND_QUEUED, posting order */
+	struct dlist act;           /* REC_SEND_ACTIVE, msg id order */
+	struct dlist rxa;           /* REC_RECV_ACTIVE */
+	int32_t hnext;              /* hash chain */
+	int32_t anext, aprev;       /* active-peer list */
+};
+
+/* Per-message transfer record, one per descriptor slot. */
+struct rec {
+	uint8_t kind, fast_rtx_armed;
+	int32_t next, prev;
+	int32_t peer;
+	uint32_t msg_id, tag, nframes, frag;
+	uint64_t len;               /* message length */
+	uint64_t cap;               /* recv: buffer capacity */
+	uint64_t seq;               /* recv: posting order */
+	uint32_t cum;               /* frames [0,cum) acked (send) / received (recv) */
+	uint64_t sack;              /* bit i: frame cum+i acked / received */
+	uint32_t sent_hi;           /* send: frames [0,sent_hi) sent at least once */
+	uint64_t rtx;               /* send: bit i: frame cum+i must be resent */
+	uint64_t deadline;          /* send: retransmit timer; recv: delayed ack */
+	uint64_t rto, last_fast_rtx;
+	uint32_t retries;
+	uint32_t since_ack, nack_cum;
+	uint16_t src_host, src_ep;  /* recv: actual source */
+};
+
+struct emp_fw {
+	struct emp_fw_config cfg;
+	const struct emp_driver_ops *ops;
+	void *dev;
+	struct emp_desc *desc;
+	struct emp_mailbox *mb;
+	struct rec *rec;            /* [ndesc] */
+	struct peer *peer;          /* [max_peers] */
+	int32_t *phash;             /* [phash_mask+1] */
+	uint32_t phash_mask;
+	int32_t *mhash;             /* MAC -> host index */
+	uint32_t mhash_mask;
+	uint8_t (*host_mac)[6];     /* [nhosts] copy */
+	struct dlist *rbucket;      /* exact-match posted receives */
+	uint32_t rbucket_mask;
+	struct dlist rwild;         /* posted receives with a wildcard */
+	uint64_t recv_seq;
+	uint32_t posted_recvs;
+	uint32_t npeers, nrecs;
+	int32_t alist;              /* first active peer, circular via anext */
+	uint64_t next_deadline;
+	int pending_tx, in_poll, completed;
+	uint64_t now;
+	/* tx batch */
+	unsigned txn;
+	struct emp_txframe txf[TXB_MAX];
+	struct { int32_t rec; uint32_t frame; } txmeta[TXB_MAX];
+	uint8_t txhdr[TXB_MAX][HDRBUF];
+	uint8_t *bounce;            /* [TXB_MAX][mtu] for frames with too many pieces */
+	struct emp_counters ctr;
+};
+
+/* byte order */
+static inline void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = (uint8_t)v; }
+static inline void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = (uint8_t)v; }
+static inline void put64(uint8_t *p, uint64_t v) { put32(p, (uint32_t)(v >> 32)); put32(p + 4, (uint32_t)v); }
+static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+static inline uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
+/* serial-number comparison for 32-bit message ids */
+static inline int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+static inline uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* Parsed common header of a received frame. */
+struct hdr {
+	const uint8_t *dst_mac, *src_mac;
+	uint8_t type;
+	uint16_t flags, dst_ep, src_ep, session, credits;
+	uint32_t dst_inc, src_inc, msg_id;
+	int host;                   /* sender's route-table index */
+	const uint8_t *body;        /* after the common header */
+	uint32_t body_len;
+};
+
+/* engine.c: lists, records, completion */
+void emp__dl_push(struct emp_fw *fw, struct dlist *l, int32_t r);
+void emp__dl_del(struct emp_fw *fw, struct dlist *l, int32_t r);
+void emp__complete(struct emp_fw *fw, int32_t r, int64_t result);
+void emp__arm(struct emp_fw *fw, uint64_t deadline);
+int emp__host_by_mac(const struct emp_fw *fw, const uint8_t *mac);
+/* peer.c: per-host state, sessions, incarnations */
+int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create);
+void emp__peer_activate(struct emp_fw *fw, int32_t p);
+void emp__peer_fail_sends(struct emp_fw *fw, int32_t p, int64_t err);
+void emp__peer_fail_recvs(struct emp_fw *fw, int32_t p, int64_t err);
+void emp__peer_send_hello(struct emp_fw *fw, int32_t p, uint64_t now);
+void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now);
+void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now);
+void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p);
+void emp__send_stale(struct emp_fw *fw, const struct hdr *h);
+/* send.c: data frames and the tx batch */
+uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags, uint32_t msg_id,
+		      uint16_t session, uint32_t body_len);
+void emp__tx_flush(struct emp_fw *fw);
+void emp__tx_pump(struct emp_fw *fw, uint64_t now);
+/* receive.c: the frame dispatcher */
+void emp__drop(struct emp_fw *fw, enum emp_drop_reason why);
+/* ack.c */
+void emp__send_ack(struct emp_fw *fw, int32_t p, struct rec *r, uint16_t flags);
+void emp__send_ack_raw(struct emp_fw *fw, int32_t p, uint32_t msg_id, uint32_t cum,
+		       uint32_t nframes, uint64_t sack, uint16_t flags);
+void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now);
+/* timers.c: protocol events */
+void emp__timer_data_sent(struct emp_fw *fw, struct rec *r, uint64_t now);
+void emp__timer_ack_progress(struct emp_fw *fw, struct rec *r, uint64_t now);
+void emp__timer_frame_received(struct emp_fw *fw, struct rec *r, uint64_t now);
+/* flow.c: credits */
+uint16_t emp__fc_advertise(const struct emp_fw *fw);
+void emp__fc_update(struct emp_fw *fw, struct peer *pe, uint16_t credits);
+int emp__fc_may_start(struct emp_fw *fw, struct peer *pe, uint64_t now);
+void emp__fc_started(struct emp_fw *fw, struct peer *pe);
+/* descriptors.c: mailbox, posting, matching */
+int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag);
+
+#endif

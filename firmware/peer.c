@@ -1,0 +1,202 @@
+/* peer.c: per-host state: the peer table, sessions (HELLO/HELLO_ACK), incarnations, restarts and resets. */
+#include "fw_int.h"
+
+static uint32_t phash(uint16_t host, uint16_t ep)
+{
+	return (((uint32_t)host << 16) | ep) * 2654435761u;
+}
+
+int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create)
+{
+	uint32_t h = phash(host, ep) & fw->phash_mask;
+	for (int32_t p = fw->phash[h]; p != NIL; p = fw->peer[p].hnext)
+		if (fw->peer[p].host == host && fw->peer[p].ep == ep)
+			return p;
+	if (!create || fw->npeers >= fw->cfg.max_peers)
+		return NIL;
+	int32_t p = (int32_t)fw->npeers++;
+	struct peer *pe = &fw->peer[p];
+	memset(pe, 0, sizeof(*pe));
+	pe->used = 1;
+	pe->host = host;
+	pe->ep = ep;
+	pe->tx_state = PTX_NEW;
+	/* sessions start from a value derived from our incarnation, so that a
+	 * restarted endpoint does not reuse its previous life's session numbers */
+	pe->tx_session = (uint16_t)(fw->cfg.incarnation ^ (fw->cfg.incarnation >> 16) ^ (uint32_t)p);
+	pe->next_msg_id = 1;
+	pe->match_next = 1;
+	pe->frag = fw->cfg.mtu - EMP_DATA_OVERHEAD;
+	pe->credits = 0xffff;
+	pe->hello_rto = fw->cfg.rto_ns;
+	pe->txq.head = pe->txq.tail = NIL;
+	pe->act.head = pe->act.tail = NIL;
+	pe->rxa.head = pe->rxa.tail = NIL;
+	pe->anext = pe->aprev = NIL;
+	pe->hnext = fw->phash[h];
+	fw->phash[h] = p;
+	return p;
+}
+
+/* Put a peer on the circular active list (it has records to look after). */
+void emp__peer_activate(struct emp_fw *fw, int32_t p)
+{
+	struct peer *pe = &fw->peer[p];
+	if (pe->on_alist)
+		return;
+	pe->on_alist = 1;
+	if (fw->alist == NIL) {
+		pe->anext = pe->aprev = p;
+		fw->alist = p;
+	} else {
+		int32_t first = fw->alist, last = fw->peer[first].aprev;
+		pe->anext = first;
+		pe->aprev = last;
+		fw->peer[last].anext = p;
+		fw->peer[first].aprev = p;
+	}
+}
+
+/* Return-to-sender: every send to this peer completes with err. */
+void emp__peer_fail_sends(struct emp_fw *fw, int32_t p, int64_t err)
+{
+	struct peer *pe = &fw->peer[p];
+	while (pe->act.head != NIL) {
+		int32_t r = pe->act.head;
+		emp__dl_del(fw, &pe->act, r);
+		emp__complete(fw, r, err);
+	}
+	while (pe->txq.head != NIL) {
+		int32_t r = pe->txq.head;
+		emp__dl_del(fw, &pe->txq, r);
+		emp__complete(fw, r, err);
+	}
+	pe->inflight_frames = pe->inflight_msgs = 0;
+	pe->unacked_starts = 0;
+}
+
+/* Partly received messages from a peer that restarted or reset: they can
+ * never complete, so they complete with err. */
+void emp__peer_fail_recvs(struct emp_fw *fw, int32_t p, int64_t err)
+{
+	struct peer *pe = &fw->peer[p];
+	while (pe->rxa.head != NIL) {
+		int32_t r = pe->rxa.head;
+		emp__dl_del(fw, &pe->rxa, r);
+		emp__complete(fw, r, err);
+	}
+}
+
+static void send_hello(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t session)
+{
+	uint8_t *b = emp__tx_slot(fw, p, type, 0, 0, session, EMP_HELLO_HDR_LEN);
+	if (!b)
+		return;
+	put32(b, fw->cfg.mtu);
+	put32(b + 4, 0);
+}
+
+void emp__peer_send_hello(struct emp_fw *fw, int32_t p, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	if (pe->tx_state == PTX_NEW) {
+		pe->tx_state = PTX_HELLO;
+		pe->tx_session++;
+		pe->hello_tries = 0;
+		pe->hello_rto = fw->cfg.rto_ns;
+		pe->next_msg_id = 1;
+	}
+	fw->ctr.hellos++;
+	send_hello(fw, p, EMP_T_HELLO, pe->tx_session);
+	pe->hello_deadline = now + pe->hello_rto;
+	emp__arm(fw, pe->hello_deadline);
+}
+
+/* Our sends to a peer whose incarnation changed can never be delivered. */
+static void tx_side_reset(struct emp_fw *fw, int32_t p, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	emp__peer_fail_sends(fw, p, -EMP_ECONNRESET);
+	pe->tx_state = PTX_NEW;
+	pe->tx_remote_inc = 0;
+}
+
+void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	if (h->body_len < EMP_HELLO_HDR_LEN) {
+		emp__drop(fw, EMP_DROP_BAD_LEN);
+		return;
+	}
+	if (!pe->rx_known || pe->rx_remote_inc != h->src_inc) {
+		if (pe->rx_known || (pe->tx_remote_inc && pe->tx_remote_inc != h->src_inc)) {
+			/* a new life of a peer we knew: forget everything of the old one */
+			fw->ctr.peer_restarts++;
+			emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
+			if (pe->tx_state == PTX_UP && pe->tx_remote_inc != h->src_inc)
+				tx_side_reset(fw, p, now);
+		}
+		pe->rx_known = 1;
+		pe->rx_remote_inc = h->src_inc;
+		pe->rx_session = h->session;
+		pe->match_next = 1;
+	} else if (pe->rx_session != h->session) {
+		/* same life, new session (the peer gave up on us and starts over) */
+		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
+		pe->rx_session = h->session;
+		pe->match_next = 1;
+	}
+	send_hello(fw, p, EMP_T_HELLO_ACK, h->session);
+	/* a queued send toward a peer we just learned about: start its session too */
+	if (pe->tx_state == PTX_HELLO && pe->hello_tries > 0)
+		emp__peer_send_hello(fw, p, now);
+}
+
+void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	if (h->body_len < EMP_HELLO_HDR_LEN) {
+		emp__drop(fw, EMP_DROP_BAD_LEN);
+		return;
+	}
+	if (pe->tx_state != PTX_HELLO || h->session != pe->tx_session || h->dst_inc != fw->cfg.incarnation) {
+		emp__drop(fw, EMP_DROP_STALE);
+		return;
+	}
+	uint32_t mtu = get32(h->body);
+	if (mtu < EMP_MIN_MTU) {
+		emp__drop(fw, EMP_DROP_BAD_LEN);
+		return;
+	}
+	if (mtu > fw->cfg.mtu)
+		mtu = fw->cfg.mtu;
+	pe->frag = mtu - EMP_DATA_OVERHEAD;
+	pe->tx_remote_inc = h->src_inc;
+	pe->tx_state = PTX_UP;
+	pe->hello_tries = 0;
+	pe->hello_deadline = 0;
+	emp__peer_activate(fw, p);
+}
+
+/* The peer says it no longer has the incarnation our frame named. */
+void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
+{
+	struct peer *pe = &fw->peer[p];
+	if (pe->tx_state == PTX_NEW || pe->tx_remote_inc == h->src_inc) {
+		emp__drop(fw, EMP_DROP_STALE);
+		return;
+	}
+	fw->ctr.peer_restarts++;
+	tx_side_reset(fw, p, fw->now);
+}
+
+void emp__send_stale(struct emp_fw *fw, const struct hdr *h)
+{
+	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
+	if (p == NIL)
+		p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 1);
+	if (p == NIL)
+		return;
+	fw->ctr.stale_sent++;
+	emp__tx_slot(fw, p, EMP_T_STALE, 0, 0, 0, 0);
+}

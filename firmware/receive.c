@@ -1,0 +1,280 @@
+/* receive.c: every received frame: header validation, then one switch on frame type; DATA placement and matching. */
+#include "fw_int.h"
+
+void emp__drop(struct emp_fw *fw, enum emp_drop_reason why)
+{
+	fw->ctr.drops[why]++;
+}
+
+/* Copy a frame's payload into the descriptor's buffers at off, clamped to the capacity. */
+static void place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint32_t len)
+{
+	unsigned s = 0;
+	while (s < d->nsg && off >= d->sg[s].len)
+		off -= d->sg[s++].len;
+	while (len && s < d->nsg) {
+		uint64_t n = d->sg[s].len - off;
+		if (n > len)
+			n = len;
+		memcpy((uint8_t *)d->sg[s].base + off, src, n);
+		src += n;
+		len -= (uint32_t)n;
+		off = 0;
+		s++;
+	}
+}
+
+/* Rate-limited notice to a sender: "message msg_id is stuck here" (flags say why). */
+static void notice(struct emp_fw *fw, int32_t p, uint32_t msg_id, uint16_t flags, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	if (pe->nack_msg == msg_id && now - pe->nack_sent_at < fw->cfg.rto_ns / 4)
+		return;
+	pe->nack_msg = msg_id;
+	pe->nack_sent_at = now;
+	emp__send_ack_raw(fw, p, msg_id, 0, 0, 0, flags);
+}
+
+static int32_t find(struct emp_fw *fw, const struct dlist *l, uint32_t msg_id)
+{
+	for (int32_t r = l->head; r != NIL; r = fw->rec[r].next)
+		if (fw->rec[r].msg_id == msg_id)
+			return r;
+	return NIL;
+}
+
+static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
+{
+	const uint8_t *b = h->body;
+	uint32_t frame = get32(b), msg_len = get32(b + 4), tag = get32(b + 8);
+	uint32_t frag = get16(b + 12), plen = get16(b + 14);
+	if (frag == 0 || frag + EMP_DATA_OVERHEAD > fw->cfg.mtu) {
+		emp__drop(fw, EMP_DROP_BAD_LEN);
+		return;
+	}
+	uint32_t nframes = msg_len ? (uint32_t)(((uint64_t)msg_len + frag - 1) / frag) : 1;
+	if (frame >= nframes) {
+		emp__drop(fw, EMP_DROP_BAD_INDEX);
+		return;
+	}
+	uint64_t off = (uint64_t)frame * frag;
+	uint32_t want = msg_len ? (uint32_t)(msg_len - off < frag ? msg_len - off : frag) : 0;
+	if (plen != want) {
+		emp__drop(fw, EMP_DROP_BAD_LEN);
+		return;
+	}
+	if (h->dst_inc != fw->cfg.incarnation) {
+		emp__send_stale(fw, h);
+		emp__drop(fw, EMP_DROP_STALE);
+		return;
+	}
+	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
+	struct peer *pe = p == NIL ? NULL : &fw->peer[p];
+	if (!pe || !pe->rx_known || pe->rx_remote_inc != h->src_inc || pe->rx_session != h->session) {
+		emp__drop(fw, EMP_DROP_NO_SESSION);
+		return;
+	}
+	emp__fc_update(fw, pe, h->credits);
+	int32_t r = find(fw, &pe->rxa, h->msg_id);
+	if (r == NIL) {
+		if (seq_lt(h->msg_id, pe->match_next)) {
+			/* a message completed here: its final ack was lost */
+			emp__drop(fw, EMP_DROP_DUP);
+			emp__send_ack_raw(fw, p, h->msg_id, nframes, nframes, 0, 0);
+			return;
+		}
+		if (h->msg_id != pe->match_next) {
+			/* an earlier message is missing entirely: ask for it */
+			emp__drop(fw, EMP_DROP_WINDOW);
+			notice(fw, p, pe->match_next, EMP_F_NACK, now);
+			return;
+		}
+		r = emp__match_recv(fw, pe->host, pe->ep, tag);
+		if (r == NIL) {
+			/* no buffering: dropped, the sender retransmits */
+			emp__drop(fw, EMP_DROP_NO_RECV);
+			notice(fw, p, h->msg_id, EMP_F_NORECV, now);
+			return;
+		}
+		struct rec *x = &fw->rec[r];
+		x->kind = REC_RECV_ACTIVE;
+		x->peer = p;
+		x->msg_id = h->msg_id;
+		x->tag = tag;
+		x->len = msg_len;
+		x->nframes = nframes;
+		x->frag = frag;
+		x->cum = 0;
+		x->sack = 0;
+		x->since_ack = x->nack_cum = 0;
+		x->deadline = 0;
+		x->src_host = pe->host;
+		x->src_ep = pe->ep;
+		emp__dl_push(fw, &pe->rxa, r);
+		pe->match_next++;
+	}
+	struct rec *x = &fw->rec[r];
+	if (x->len != msg_len || x->frag != frag) {
+		emp__drop(fw, EMP_DROP_BAD_LEN);
+		return;
+	}
+	if (frame < x->cum || (frame - x->cum < EMP_SACK_BITS && (x->sack >> (frame - x->cum) & 1))) {
+		emp__drop(fw, EMP_DROP_DUP);
+		if (h->flags & EMP_F_ACKREQ)
+			emp__send_ack(fw, p, x, 0);
+		return;
+	}
+	if (frame - x->cum >= EMP_SACK_BITS) {
+		emp__drop(fw, EMP_DROP_WINDOW);
+		return;
+	}
+	if (off < x->cap)
+		place(&fw->desc[r], off, b + EMP_DATA_HDR_LEN,
+		      (uint32_t)(x->cap - off < plen ? x->cap - off : plen));
+	fw->ctr.rx_data++;
+	x->sack |= 1ull << (frame - x->cum);
+	while (x->sack & 1) {
+		x->sack >>= 1;
+		x->cum++;
+	}
+	x->since_ack++;
+	if (x->cum == x->nframes) {
+		emp__send_ack(fw, p, x, 0);
+		emp__dl_del(fw, &pe->rxa, r);
+		emp__complete(fw, r, x->len <= x->cap ? (int64_t)x->len : -EMP_EMSGSIZE);
+	} else if (x->sack && x->nack_cum != x->cum + 1) {
+		/* a gap: tell the sender now instead of waiting for its timer */
+		x->nack_cum = x->cum + 1;
+		emp__send_ack(fw, p, x, EMP_F_NACK);
+	} else if (x->since_ack >= fw->cfg.ack_every || (h->flags & EMP_F_ACKREQ)) {
+		emp__send_ack(fw, p, x, 0);
+	} else {
+		emp__timer_frame_received(fw, x, now);
+	}
+}
+
+/* Bytes of the type's own header and payload, or -1 if the type is unknown. */
+static int64_t body_size(uint8_t type, const uint8_t *body, uint32_t avail)
+{
+	switch (type) {
+	case EMP_T_DATA:
+		return avail < EMP_DATA_HDR_LEN ? -2 : EMP_DATA_HDR_LEN + (int64_t)get16(body + 14);
+	case EMP_T_ACK:
+		return EMP_ACK_HDR_LEN;
+	case EMP_T_HELLO:
+	case EMP_T_HELLO_ACK:
+		return EMP_HELLO_HDR_LEN;
+	case EMP_T_STALE:
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t now)
+{
+	int before = fw->completed;
+	struct hdr h;
+	fw->now = now;
+	fw->ctr.rx_frames++;
+	fw->ctr.rx_bytes += len;
+	if (len < EMP_ETH_HLEN + EMP_HDR_LEN) {
+		emp__drop(fw, EMP_DROP_SHORT);
+		goto out;
+	}
+	if (get16(f + EMP_OFF_ETHERTYPE) != fw->cfg.ethertype) {
+		emp__drop(fw, EMP_DROP_ETHERTYPE);
+		goto out;
+	}
+	const uint8_t *c = f + EMP_ETH_HLEN;
+	if (c[4] != EMP_PROTO_VERSION) {
+		emp__drop(fw, EMP_DROP_VERSION);
+		goto out;
+	}
+	h.dst_mac = f;
+	h.src_mac = f + 6;
+	h.type = c[5];
+	h.flags = get16(c + 6);
+	h.dst_ep = get16(c + 8);
+	h.src_ep = get16(c + 10);
+	h.dst_inc = get32(c + 12);
+	h.src_inc = get32(c + 16);
+	h.session = get16(c + 20);
+	h.credits = get16(c + 22);
+	h.msg_id = get32(c + 24);
+	h.body = c + EMP_HDR_LEN;
+	/* Ethernet may pad short frames: the type says how long the frame is */
+	uint32_t avail = len - EMP_ETH_HLEN - EMP_HDR_LEN;
+	int64_t need = body_size(h.type, h.body, avail);
+	if (need == -1) {
+		emp__drop(fw, EMP_DROP_TYPE);
+		goto out;
+	}
+	if (need < 0 || (uint64_t)need > avail) {
+		emp__drop(fw, EMP_DROP_BAD_LEN);
+		goto out;
+	}
+	h.body_len = (uint32_t)need;
+	if ((h.flags & EMP_F_CSUM) &&
+	    emp__crc32c(0, c + 4, EMP_HDR_LEN - 4 + h.body_len) != get32(c)) {
+		emp__drop(fw, EMP_DROP_CSUM);
+		goto out;
+	}
+	if ((memcmp(h.dst_mac, fw->cfg.mac, 6) && memcmp(h.dst_mac, bcast, 6)) ||
+	    h.dst_ep != fw->cfg.endpoint) {
+		emp__drop(fw, EMP_DROP_NOT_MINE);
+		goto out;
+	}
+	h.host = emp__host_by_mac(fw, h.src_mac);
+	if (h.host < 0) {
+		emp__drop(fw, EMP_DROP_UNKNOWN_MAC);
+		goto out;
+	}
+	int32_t p;
+	switch (h.type) {
+	case EMP_T_DATA:
+		rx_data(fw, &h, now);
+		break;
+	case EMP_T_ACK:
+		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 0);
+		if (p == NIL) {
+			emp__drop(fw, EMP_DROP_UNKNOWN_MSG);
+		} else if (h.dst_inc != fw->cfg.incarnation) {
+			emp__send_stale(fw, &h);
+			emp__drop(fw, EMP_DROP_STALE);
+		} else {
+			emp__rx_ack(fw, &h, p, now);
+		}
+		break;
+	case EMP_T_HELLO:
+		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 1);
+		if (p == NIL)
+			emp__drop(fw, EMP_DROP_NO_PEER_SLOT);
+		else
+			emp__rx_hello(fw, &h, p, now);
+		break;
+	case EMP_T_HELLO_ACK:
+		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 0);
+		if (p == NIL)
+			emp__drop(fw, EMP_DROP_STALE);
+		else
+			emp__rx_hello_ack(fw, &h, p, now);
+		break;
+	case EMP_T_STALE:
+		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 0);
+		if (p == NIL)
+			emp__drop(fw, EMP_DROP_STALE);
+		else
+			emp__rx_stale(fw, &h, p);
+		break;
+	default:
+		emp__drop(fw, EMP_DROP_TYPE);
+		break;
+	}
+out:
+	if (!fw->in_poll)
+		emp__tx_flush(fw);
+	return fw->completed - before;
+}

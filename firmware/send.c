@@ -1,0 +1,260 @@
+/* send.c: the transmit side: building frames into the tx batch, starting messages, the tx pump, flushing. */
+#include "fw_int.h"
+
+/* A header slot in the tx batch for a frame to peer p: Ethernet and common
+ * header filled in; returns where the type's own header goes. */
+uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags, uint32_t msg_id,
+		      uint16_t session, uint32_t body_len)
+{
+	if (fw->txn == TXB_MAX)
+		emp__tx_flush(fw);
+	const struct peer *pe = &fw->peer[p];
+	unsigned i = fw->txn++;
+	uint8_t *b = fw->txhdr[i];
+	memcpy(b, fw->host_mac[pe->host], 6);
+	memcpy(b + 6, fw->cfg.mac, 6);
+	put16(b + 12, fw->cfg.ethertype);
+	uint8_t *h = b + EMP_ETH_HLEN;
+	if (fw->cfg.checksum)
+		flags |= EMP_F_CSUM;
+	put32(h, 0);
+	h[4] = EMP_PROTO_VERSION;
+	h[5] = type;
+	put16(h + 6, flags);
+	put16(h + 8, pe->ep);
+	put16(h + 10, fw->cfg.endpoint);
+	uint32_t dinc = (type == EMP_T_ACK || type == EMP_T_HELLO_ACK) ? pe->rx_remote_inc : pe->tx_remote_inc;
+	put32(h + 12, dinc);
+	put32(h + 16, fw->cfg.incarnation);
+	put16(h + 20, session);
+	put16(h + 22, emp__fc_advertise(fw));
+	put32(h + 24, msg_id);
+	struct emp_txframe *f = &fw->txf[i];
+	f->hdr = b;
+	f->hdr_len = EMP_ETH_HLEN + EMP_HDR_LEN + body_len;
+	f->npieces = 0;
+	fw->txmeta[i].rec = NIL;
+	fw->txmeta[i].frame = 0;
+	if (type == EMP_T_ACK) {
+		fw->ctr.tx_acks++;
+		if (flags & EMP_F_NACK)
+			fw->ctr.tx_nacks++;
+	}
+	return h + EMP_HDR_LEN;
+}
+
+/* Payload pieces of [off, off+len) of a descriptor's scatter-gather list. */
+static int gather(const struct emp_desc *d, uint64_t off, uint32_t len, struct emp_txframe *f)
+{
+	unsigned s = 0;
+	while (s < d->nsg && off >= d->sg[s].len)
+		off -= d->sg[s++].len;
+	while (len && s < d->nsg) {
+		if (f->npieces == EMP_TX_PIECES)
+			return -1;
+		uint64_t n = d->sg[s].len - off;
+		if (n > len)
+			n = len;
+		f->piece[f->npieces].p = (const uint8_t *)d->sg[s].base + off;
+		f->piece[f->npieces].len = (uint32_t)n;
+		f->npieces++;
+		len -= (uint32_t)n;
+		off = 0;
+		s++;
+	}
+	return len ? -1 : 0;
+}
+
+static void tx_data(struct emp_fw *fw, int32_t r, uint32_t frame, uint16_t flags)
+{
+	struct rec *x = &fw->rec[r];
+	struct peer *pe = &fw->peer[x->peer];
+	uint64_t off = (uint64_t)frame * x->frag;
+	uint32_t plen = (uint32_t)(x->len - off < x->frag ? x->len - off : x->frag);
+	uint8_t *b = emp__tx_slot(fw, x->peer, EMP_T_DATA, flags, x->msg_id, pe->tx_session, EMP_DATA_HDR_LEN);
+	put32(b, frame);
+	put32(b + 4, (uint32_t)x->len);
+	put32(b + 8, x->tag);
+	put16(b + 12, (uint16_t)x->frag);
+	put16(b + 14, (uint16_t)plen);
+	unsigned i = fw->txn - 1;
+	fw->txmeta[i].rec = r;
+	fw->txmeta[i].frame = frame;
+	if (gather(&fw->desc[r], off, plen, &fw->txf[i]) < 0) {
+		/* more scattered than the driver gathers: copy into this slot's bounce buffer */
+		struct emp_txframe *f = &fw->txf[i];
+		uint8_t *bb = fw->bounce + (size_t)i * fw->cfg.mtu;
+		const struct emp_desc *d = &fw->desc[r];
+		uint64_t o = off;
+		uint32_t left = plen, at = 0;
+		for (unsigned s = 0; s < d->nsg && left; s++) {
+			if (o >= d->sg[s].len) {
+				o -= d->sg[s].len;
+				continue;
+			}
+			uint64_t n = d->sg[s].len - o;
+			if (n > left)
+				n = left;
+			memcpy(bb + at, (const uint8_t *)d->sg[s].base + o, n);
+			at += (uint32_t)n;
+			left -= (uint32_t)n;
+			o = 0;
+		}
+		f->npieces = 1;
+		f->piece[0].p = bb;
+		f->piece[0].len = plen;
+	}
+	fw->ctr.tx_data++;
+}
+
+static void start_messages(struct emp_fw *fw, int32_t p, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	while (pe->txq.head != NIL && pe->inflight_msgs < fw->cfg.peer_msgs && emp__fc_may_start(fw, pe, now)) {
+		int32_t r = pe->txq.head;
+		struct rec *x = &fw->rec[r];
+		emp__dl_del(fw, &pe->txq, r);
+		x->kind = REC_SEND_ACTIVE;
+		x->msg_id = pe->next_msg_id++;
+		x->frag = pe->frag;
+		x->nframes = x->len ? (uint32_t)((x->len + x->frag - 1) / x->frag) : 1;
+		x->cum = x->sent_hi = 0;
+		x->sack = x->rtx = 0;
+		x->rto = fw->cfg.rto_ns;
+		x->deadline = 0;
+		emp__dl_push(fw, &pe->act, r);
+		pe->inflight_msgs++;
+		emp__fc_started(fw, pe);
+	}
+}
+
+/* Frames of one message: retransmissions first, then new frames within the
+ * message window and the receiver window. */
+static void pump_rec(struct emp_fw *fw, int32_t r, unsigned *budget, uint64_t now)
+{
+	struct rec *x = &fw->rec[r];
+	struct peer *pe = &fw->peer[x->peer];
+	int sent = 0;
+	while (x->rtx && *budget) {
+		unsigned i = (unsigned)__builtin_ctzll(x->rtx);
+		x->rtx &= x->rtx - 1;
+		uint32_t frame = x->cum + i;
+		if (frame >= x->sent_hi || (x->sack >> i & 1))
+			continue;
+		uint16_t fl = EMP_F_ACKREQ | (frame == x->nframes - 1 ? EMP_F_LAST : 0);
+		tx_data(fw, r, frame, fl);
+		fw->ctr.retransmits++;
+		(*budget)--;
+		sent = 1;
+	}
+	uint32_t limit = x->cum + fw->cfg.window;
+	if (limit > x->nframes)
+		limit = x->nframes;
+	while (x->sent_hi < limit && *budget && pe->inflight_frames < fw->cfg.peer_window) {
+		uint32_t frame = x->sent_hi++;
+		pe->inflight_frames++;
+		uint16_t fl = 0;
+		if (frame == x->nframes - 1)
+			fl |= EMP_F_LAST | EMP_F_ACKREQ;
+		if (frame == limit - 1 || pe->inflight_frames == fw->cfg.peer_window)
+			fl |= EMP_F_ACKREQ;
+		tx_data(fw, r, frame, fl);
+		(*budget)--;
+		sent = 1;
+	}
+	if (sent)
+		emp__timer_data_sent(fw, x, now);
+}
+
+static int peer_idle(const struct peer *pe)
+{
+	return pe->txq.head == NIL && pe->act.head == NIL && pe->rxa.head == NIL &&
+	       pe->tx_state != PTX_HELLO;
+}
+
+static void alist_remove(struct emp_fw *fw, int32_t p)
+{
+	struct peer *pe = &fw->peer[p];
+	if (pe->anext == p) {
+		fw->alist = NIL;
+	} else {
+		fw->peer[pe->aprev].anext = pe->anext;
+		fw->peer[pe->anext].aprev = pe->aprev;
+		if (fw->alist == p)
+			fw->alist = pe->anext;
+	}
+	pe->on_alist = 0;
+	pe->anext = pe->aprev = NIL;
+}
+
+void emp__tx_pump(struct emp_fw *fw, uint64_t now)
+{
+	unsigned budget = fw->cfg.tx_burst;
+	fw->pending_tx = 0;
+	if (fw->alist == NIL)
+		return;
+	int32_t p = fw->alist;
+	uint32_t n = fw->npeers;
+	for (uint32_t k = 0; k < n && fw->alist != NIL; k++) {
+		struct peer *pe = &fw->peer[p];
+		int32_t next = pe->anext;
+		if (peer_idle(pe)) {
+			alist_remove(fw, p);
+		} else if (pe->tx_state == PTX_UP) {
+			start_messages(fw, p, now);
+			for (int32_t r = pe->act.head; r != NIL && budget; r = fw->rec[r].next)
+				pump_rec(fw, r, &budget, now);
+			if (!budget) {
+				fw->pending_tx = 1;
+				fw->alist = next;    /* next poll starts with the next peer */
+				return;
+			}
+		}
+		if (next == p || fw->alist == NIL)
+			break;
+		p = next;
+		if (p == fw->alist)
+			break;
+	}
+}
+
+void emp__tx_flush(struct emp_fw *fw)
+{
+	unsigned n = fw->txn;
+	if (!n)
+		return;
+	if (fw->cfg.checksum) {
+		for (unsigned i = 0; i < n; i++) {
+			struct emp_txframe *f = &fw->txf[i];
+			uint8_t *h = (uint8_t *)f->hdr + EMP_ETH_HLEN;
+			uint32_t c = emp__crc32c(0, h + 4, f->hdr_len - EMP_ETH_HLEN - 4);
+			for (unsigned k = 0; k < f->npieces; k++)
+				c = emp__crc32c(c, f->piece[k].p, f->piece[k].len);
+			put32(h, c);
+		}
+	}
+	int sent = fw->ops->tx_burst(fw->dev, fw->txf, n);
+	if (sent < 0)
+		sent = 0;
+	for (unsigned i = 0; i < (unsigned)sent; i++) {
+		const struct emp_txframe *f = &fw->txf[i];
+		uint64_t bytes = f->hdr_len;
+		for (unsigned k = 0; k < f->npieces; k++)
+			bytes += f->piece[k].len;
+		fw->ctr.tx_frames++;
+		fw->ctr.tx_bytes += bytes;
+	}
+	/* frames the device had no room for: data goes again next poll */
+	for (unsigned i = (unsigned)sent; i < n; i++) {
+		fw->ctr.drops[EMP_DROP_TX_FULL]++;
+		int32_t r = fw->txmeta[i].rec;
+		if (r == NIL || fw->rec[r].kind != REC_SEND_ACTIVE)
+			continue;
+		struct rec *x = &fw->rec[r];
+		uint32_t fr = fw->txmeta[i].frame;
+		if (fr >= x->cum && fr - x->cum < EMP_SACK_BITS)
+			x->rtx |= 1ull << (fr - x->cum);
+		fw->pending_tx = 1;
+	}
+	fw->txn = 0;
+}

@@ -1,0 +1,110 @@
+/* timers.c: protocol timers as event hooks: data sent, ack progress, frame received; retransmit and hello expiry. */
+#include "fw_int.h"
+
+static uint64_t sent_unacked(const struct rec *x)
+{
+	uint32_t n = x->sent_hi - x->cum;
+	uint64_t m = n >= 64 ? ~0ull : (1ull << n) - 1;
+	return m & ~x->sack;
+}
+
+void emp__timer_data_sent(struct emp_fw *fw, struct rec *x, uint64_t now)
+{
+	if (x->deadline == 0) {
+		x->deadline = now + x->rto;
+		emp__arm(fw, x->deadline);
+	}
+}
+
+void emp__timer_ack_progress(struct emp_fw *fw, struct rec *x, uint64_t now)
+{
+	x->retries = 0;
+	x->rto = fw->cfg.rto_ns;
+	if (sent_unacked(x)) {
+		x->deadline = now + x->rto;
+		emp__arm(fw, x->deadline);
+	} else {
+		x->deadline = 0;
+	}
+}
+
+void emp__timer_frame_received(struct emp_fw *fw, struct rec *x, uint64_t now)
+{
+	if (x->deadline == 0) {
+		x->deadline = now + fw->cfg.ack_delay_ns;
+		emp__arm(fw, x->deadline);
+	}
+}
+
+/* A message's retransmit timer fired: resend what is unacked, back off, or
+ * give up and return every send to this peer with an error. */
+static int send_timeout(struct emp_fw *fw, int32_t p, struct rec *x, uint64_t now)
+{
+	fw->ctr.timeouts++;
+	if (++x->retries > fw->cfg.retries) {
+		struct peer *pe = &fw->peer[p];
+		emp__peer_fail_sends(fw, p, -EMP_ETIMEDOUT);
+		pe->tx_state = PTX_NEW;        /* next send starts a new session */
+		return 1;
+	}
+	x->rto = min64(x->rto * 2, fw->cfg.rto_max_ns);
+	x->rtx |= sent_unacked(x);
+	x->deadline = now + x->rto;
+	return 0;
+}
+
+static void hello_timeout(struct emp_fw *fw, int32_t p, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	if (++pe->hello_tries > fw->cfg.retries) {
+		emp__peer_fail_sends(fw, p, -EMP_EHOSTUNREACH);
+		pe->tx_state = PTX_NEW;
+		pe->hello_deadline = 0;
+		return;
+	}
+	pe->hello_rto = min64(pe->hello_rto * 2, fw->cfg.rto_max_ns);
+	emp__peer_send_hello(fw, p, now);
+}
+
+int emp__fw_timers(struct emp_fw *fw, uint64_t now)
+{
+	int before = fw->completed;
+	uint64_t next = UINT64_MAX;
+	fw->now = now;
+	if (fw->alist != NIL) {
+		int32_t p = fw->alist;
+		do {
+			struct peer *pe = &fw->peer[p];
+			int32_t pnext = pe->anext;
+			if (pe->tx_state == PTX_HELLO && pe->hello_deadline) {
+				if (now >= pe->hello_deadline)
+					hello_timeout(fw, p, now);
+				if (pe->hello_deadline)
+					next = min64(next, pe->hello_deadline);
+			}
+			if (pe->fc_probe_at)
+				next = min64(next, pe->fc_probe_at);
+			for (int32_t r = pe->act.head; r != NIL;) {
+				struct rec *x = &fw->rec[r];
+				int32_t rn = x->next;
+				if (x->deadline && now >= x->deadline && send_timeout(fw, p, x, now))
+					break;
+				if (x->deadline)
+					next = min64(next, x->deadline);
+				r = rn;
+			}
+			for (int32_t r = pe->rxa.head; r != NIL; r = fw->rec[r].next) {
+				struct rec *x = &fw->rec[r];
+				if (x->deadline && now >= x->deadline)
+					emp__send_ack(fw, p, x, 0);
+				if (x->deadline)
+					next = min64(next, x->deadline);
+			}
+			p = pnext;
+		} while (p != NIL && p != fw->alist);
+	}
+	fw->next_deadline = next;
+	if (!fw->in_poll)
+		emp__tx_flush(fw);
+	return fw->completed - before;
+}

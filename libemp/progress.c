@@ -1,0 +1,114 @@
+/* progress.c: the progress thread: a libev loop that drives the engine on frames and timers and sleeps when idle. */
+#include <errno.h>
+#include <ev.h>
+#include <signal.h>
+#include <stdlib.h>
+#include "internal.h"
+
+struct emp_progress {
+	struct emp_endpoint *ep;
+	struct ev_loop *loop;
+	ev_io io;
+	ev_timer tm;
+	ev_async kick, stop;
+	pthread_t thr;
+};
+
+static void rearm(struct emp_progress *pg)
+{
+	struct emp_endpoint *ep = pg->ep;
+	uint64_t dl = emp__fw_next_deadline(ep->fw);
+	if (ep->wire) {
+		uint64_t w = emp_sim_wire_next_event(ep->wire);
+		if (w < dl)
+			dl = w;
+	}
+	ev_timer_stop(pg->loop, &pg->tm);
+	if (dl == UINT64_MAX)
+		return;
+	uint64_t now = emp__now(ep);
+	double after = dl > now ? (double)(dl - now) / 1e9 : 0.0;
+	ev_timer_set(&pg->tm, after, 0.0);
+	ev_timer_start(pg->loop, &pg->tm);
+}
+
+static void on_event(struct ev_loop *loop, struct emp_progress *pg)
+{
+	struct emp_endpoint *ep = pg->ep;
+	/* the driver may report a readable fd for frames another thread already
+	 * took; drive until the engine has nothing queued */
+	emp__drive(ep);
+	rearm(pg);
+}
+
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents) { on_event(loop, w->data); }
+static void tm_cb(struct ev_loop *loop, ev_timer *w, int revents) { on_event(loop, w->data); }
+static void kick_cb(struct ev_loop *loop, ev_async *w, int revents) { on_event(loop, w->data); }
+static void stop_cb(struct ev_loop *loop, ev_async *w, int revents) { ev_break(loop, EVBREAK_ALL); }
+
+static void *run(void *arg)
+{
+	struct emp_progress *pg = arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals belong to the application's threads */
+	ev_run(pg->loop, 0);
+	return NULL;
+}
+
+int emp__progress_start(struct emp_endpoint *ep)
+{
+	struct emp_progress *pg = calloc(1, sizeof(*pg));
+	if (!pg)
+		return -ENOMEM;
+	pg->ep = ep;
+	pg->loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
+	if (!pg->loop)
+		pg->loop = ev_loop_new(EVFLAG_AUTO);
+	if (!pg->loop) {
+		free(pg);
+		emp__set_error("emp: cannot create the progress loop");
+		return -ENOMEM;
+	}
+	int fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
+	ev_init(&pg->tm, tm_cb);
+	pg->tm.data = pg;
+	if (fd >= 0) {
+		ev_io_init(&pg->io, io_cb, fd, EV_READ);
+		pg->io.data = pg;
+		ev_io_start(pg->loop, &pg->io);
+	}
+	ev_async_init(&pg->kick, kick_cb);
+	pg->kick.data = pg;
+	ev_async_start(pg->loop, &pg->kick);
+	ev_async_init(&pg->stop, stop_cb);
+	ev_async_start(pg->loop, &pg->stop);
+	/* poll at least every 10 ms even if a wakeup is missed */
+	ev_timer_set(&pg->tm, 0.01, 0.0);
+	ev_timer_start(pg->loop, &pg->tm);
+	ep->prog = pg;
+	if (pthread_create(&pg->thr, NULL, run, pg)) {
+		ev_loop_destroy(pg->loop);
+		free(pg);
+		ep->prog = NULL;
+		emp__set_error("emp: cannot start the progress thread");
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+void emp__progress_kick(struct emp_endpoint *ep)
+{
+	if (ep->prog)
+		ev_async_send(ep->prog->loop, &ep->prog->kick);
+}
+
+void emp__progress_stop(struct emp_endpoint *ep)
+{
+	struct emp_progress *pg = ep->prog;
+	ev_async_send(pg->loop, &pg->stop);
+	pthread_join(pg->thr, NULL);
+	ev_loop_destroy(pg->loop);
+	free(pg);
+	ep->prog = NULL;
+}

@@ -1,0 +1,290 @@
+/* request.c: posting sends and receives through the mailbox, test/wait/wait-any, cancel, persistent requests. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "internal.h"
+
+static inline uint32_t idx_of(struct emp_endpoint *ep, emp_req_t *r)
+{
+	return (uint32_t)(r - ep->desc);
+}
+
+static int valid_req(struct emp_endpoint *ep, emp_req_t *r)
+{
+	return ep && r && r >= ep->desc && r < ep->desc + ep->ndesc;
+}
+
+static emp_req_t *alloc_desc(struct emp_endpoint *ep)
+{
+	pthread_mutex_lock(&ep->post_lock);
+	emp_req_t *d = ep->nfree ? &ep->desc[ep->free_idx[--ep->nfree]] : NULL;
+	pthread_mutex_unlock(&ep->post_lock);
+	if (d)
+		__atomic_store_n(&d->stat, EMP_DS_HOST, __ATOMIC_RELAXED);
+	return d;
+}
+
+static void free_desc(struct emp_endpoint *ep, emp_req_t *d)
+{
+	uint32_t i = idx_of(ep, d);
+	free(ep->ext_sg[i]);
+	ep->ext_sg[i] = NULL;
+	__atomic_store_n(&d->stat, EMP_DS_FREE, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&ep->post_lock);
+	ep->free_idx[ep->nfree++] = i;
+	pthread_mutex_unlock(&ep->post_lock);
+}
+
+static void mb_push(struct emp_endpoint *ep, uint32_t v)
+{
+	pthread_mutex_lock(&ep->post_lock);
+	uint32_t h = ep->mb.head;
+	ep->mb.ring[h & ep->mb.mask] = v;
+	__atomic_store_n(&ep->mb.head, h + 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&ep->post_lock);
+}
+
+static int fill(struct emp_endpoint *ep, emp_req_t *d, int op, emp_addr_t a, uint32_t tag,
+		const struct iovec *iov, int iovcnt)
+{
+	uint32_t i = idx_of(ep, d);
+	struct emp_sg *sg = d->sg_inline;
+	if (iovcnt > EMP_DESC_INLINE_SG) {
+		sg = malloc(sizeof(*sg) * (size_t)iovcnt);
+		if (!sg)
+			return -ENOMEM;
+		ep->ext_sg[i] = sg;
+	}
+	uint64_t len = 0;
+	for (int k = 0; k < iovcnt; k++) {
+		sg[k].base = iov[k].iov_base;
+		sg[k].len = iov[k].iov_len;
+		len += iov[k].iov_len;
+	}
+	d->op = (uint8_t)op;
+	d->host = a.host;
+	d->ep = a.ep;
+	d->tag = tag;
+	d->nsg = (uint16_t)iovcnt;
+	d->sg = sg;
+	d->len = len;
+	d->result = 0;
+	return 0;
+}
+
+static int check_args(struct emp_endpoint *ep, int op, emp_addr_t a, uint32_t tag,
+		      const struct iovec *iov, int iovcnt, emp_req_t **req)
+{
+	if (!ep || !req || iovcnt < 0 || iovcnt > 1024 || (iovcnt && !iov))
+		return -EINVAL;
+	if (op == EMP_OP_SEND && (a.host >= ep->conf.npeers || a.ep == EMP_ANY_EP || tag == EMP_ANY_TAG))
+		return -EINVAL;
+	if (op == EMP_OP_RECV && a.host != EMP_ANY_HOST && a.host >= ep->conf.npeers)
+		return -EINVAL;
+	uint64_t len = 0;
+	for (int k = 0; k < iovcnt; k++)
+		len += iov[k].iov_len;
+	if (op == EMP_OP_SEND && len > 0xffffffffull)
+		return -EMSGSIZE;
+	return 0;
+}
+
+static int prepare(struct emp_endpoint *ep, int op, emp_addr_t a, uint32_t tag,
+		   const struct iovec *iov, int iovcnt, int persistent, emp_req_t **req)
+{
+	int rc = check_args(ep, op, a, tag, iov, iovcnt, req);
+	if (rc)
+		return rc;
+	emp_req_t *d = alloc_desc(ep);
+	if (!d)
+		return -ENOBUFS;
+	d->persistent = (uint8_t)persistent;
+	d->user = NULL;
+	rc = fill(ep, d, op, a, tag, iov, iovcnt);
+	if (rc) {
+		free_desc(ep, d);
+		return rc;
+	}
+	*req = d;
+	return 0;
+}
+
+int emp_start(emp_endpoint_t *ep, emp_req_t *d)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	uint32_t st = __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE);
+	if (st != EMP_DS_HOST)
+		return st == EMP_DS_POSTED ? -EBUSY : -EINVAL;
+	d->result = 0;
+	__atomic_store_n(&d->stat, EMP_DS_POSTED, __ATOMIC_RELEASE);
+	mb_push(ep, idx_of(ep, d));
+	emp__drive(ep);
+	return 0;
+}
+
+static int post(emp_endpoint_t *ep, int op, emp_addr_t a, uint32_t tag,
+		const struct iovec *iov, int iovcnt, emp_req_t **req)
+{
+	emp_req_t *d;
+	int rc = prepare(ep, op, a, tag, iov, iovcnt, 0, &d);
+	if (rc)
+		return rc;
+	*req = d;
+	return emp_start(ep, d);
+}
+
+int emp_post_send(emp_endpoint_t *ep, emp_addr_t to, uint32_t tag, const struct iovec *iov, int iovcnt,
+		  emp_req_t **req)
+{
+	return post(ep, EMP_OP_SEND, to, tag, iov, iovcnt, req);
+}
+
+int emp_post_recv(emp_endpoint_t *ep, emp_addr_t from, uint32_t tag, const struct iovec *iov, int iovcnt,
+		  emp_req_t **req)
+{
+	return post(ep, EMP_OP_RECV, from, tag, iov, iovcnt, req);
+}
+
+int emp_send_init(emp_endpoint_t *ep, emp_addr_t to, uint32_t tag, const struct iovec *iov, int iovcnt,
+		  emp_req_t **req)
+{
+	return prepare(ep, EMP_OP_SEND, to, tag, iov, iovcnt, 1, req);
+}
+
+int emp_recv_init(emp_endpoint_t *ep, emp_addr_t from, uint32_t tag, const struct iovec *iov, int iovcnt,
+		  emp_req_t **req)
+{
+	return prepare(ep, EMP_OP_RECV, from, tag, iov, iovcnt, 1, req);
+}
+
+int emp_req_free(emp_endpoint_t *ep, emp_req_t *d)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	uint32_t st = __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE);
+	if (st == EMP_DS_POSTED)
+		return -EBUSY;
+	if (st == EMP_DS_FREE)
+		return -EINVAL;
+	free_desc(ep, d);
+	return 0;
+}
+
+void emp_req_set_user(emp_req_t *req, void *user) { req->user = user; }
+void *emp_req_user(emp_req_t *req) { return req->user; }
+
+/* Reap a descriptor the engine finished: 1, with st filled. */
+static int reap(struct emp_endpoint *ep, emp_req_t *d, struct emp_status *st)
+{
+	if (st) {
+		st->result = d->result;
+		st->source.host = d->rhost;
+		st->source.ep = d->rep;
+		st->tag = d->rtag;
+		st->msg_len = d->rlen;
+	}
+	if (d->persistent)
+		__atomic_store_n(&d->stat, EMP_DS_HOST, __ATOMIC_RELEASE);
+	else
+		free_desc(ep, d);
+	return 1;
+}
+
+static int done(emp_req_t *d)
+{
+	return __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+
+int emp_test(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	uint32_t s = __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE);
+	if (s != EMP_DS_POSTED && s != EMP_DS_DONE)
+		return -EINVAL;
+	if (!done(d))
+		emp__drive(ep);
+	return done(d) ? reap(ep, d, st) : 0;
+}
+
+/* Wait for any of reqs: spin driving the engine, then sleep until the
+ * engine (progress thread) reports completions. */
+static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns)
+{
+	uint64_t t0 = emp__now(ep);
+	uint64_t end = timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ns;
+	uint64_t spin_end = t0 + ep->spin_ns;
+	for (;;) {
+		for (int i = 0; i < n; i++)
+			if (reqs[i] && done(reqs[i]))
+				return i;
+		uint64_t now = emp__now(ep);
+		if (now >= end)
+			return -ETIMEDOUT;
+		if (now < spin_end || !ep->prog) {
+			emp__drive(ep);
+			continue;
+		}
+		pthread_mutex_lock(&ep->wait_mu);
+		__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
+		int any = 0;
+		for (int i = 0; i < n && !any; i++)
+			any = reqs[i] && done(reqs[i]);
+		if (!any) {
+			/* sleep at most 10 ms at a time: a lost wakeup costs little */
+			uint64_t wake = now + 10000000ull < end ? now + 10000000ull : end;
+			if (ep->clock)
+				wake = emp_now_ns() + 1000000ull;
+			struct timespec ts = { (time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull) };
+			pthread_cond_timedwait(&ep->wait_cv, &ep->wait_mu, &ts);
+		}
+		__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
+		pthread_mutex_unlock(&ep->wait_mu);
+	}
+}
+
+int emp_wait(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st, int64_t timeout_ns)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	uint32_t s = __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE);
+	if (s != EMP_DS_POSTED && s != EMP_DS_DONE)
+		return -EINVAL;
+	int rc = wait_many(ep, &d, 1, timeout_ns);
+	if (rc == -ETIMEDOUT)
+		return 0;
+	return rc < 0 ? rc : reap(ep, d, st);
+}
+
+int emp_wait_any(emp_endpoint_t *ep, emp_req_t **reqs, int n, struct emp_status *st, int64_t timeout_ns)
+{
+	if (!ep || !reqs || n <= 0)
+		return -EINVAL;
+	for (int i = 0; i < n; i++)
+		if (reqs[i] && !valid_req(ep, reqs[i]))
+			return -EINVAL;
+	int rc = wait_many(ep, reqs, n, timeout_ns);
+	if (rc >= 0)
+		reap(ep, reqs[rc], st);
+	return rc;
+}
+
+int emp_cancel(emp_endpoint_t *ep, emp_req_t *d)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	if (__atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_POSTED)
+		return done(d) ? -EBUSY : -EINVAL;
+	mb_push(ep, idx_of(ep, d) | EMP_MB_CANCEL);
+	/* take the engine lock (not trylock) so the cancel is seen before we answer */
+	pthread_mutex_lock(&ep->eng_lock);
+	int n = emp__fw_poll(ep->fw, emp__now(ep));
+	pthread_mutex_unlock(&ep->eng_lock);
+	if (n)
+		emp__notify(ep);
+	if (done(d) && d->result == -ECANCELED)
+		return 0;
+	return -EBUSY;
+}
