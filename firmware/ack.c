@@ -43,6 +43,16 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 		return;
 	}
 	struct rec *x = &fw->rec[r];
+	if (h->flags & EMP_F_STUCK) {
+		/* the receiver dropped everything from this message on: resend it all now */
+		for (int32_t q = r; q != NIL; q = fw->rec[q].next) {
+			struct rec *y = &fw->rec[q];
+			y->rtx |= sent_mask(y) & ~y->sack;
+			y->last_fast_rtx = now ? now : 1;
+		}
+		fw->ctr.fast_retransmits++;
+		return;
+	}
 	uint32_t cum = get32(h->body), nframes = get32(h->body + 4);
 	uint64_t sack = get64(h->body + 8);
 	if (h->flags & EMP_F_NORECV)

@@ -29,6 +29,8 @@ static void post_recv(struct emp_fw *fw, int32_t r)
 	x->tag = d->tag;
 	emp__dl_push(fw, recv_list(fw, d), r);
 	fw->posted_recvs++;
+	if (fw->norecv_peers)
+		emp__rx_unblock(fw, d);
 }
 
 /* First posted receive (posting order) matching a message from (host, ep)

@@ -46,6 +46,8 @@ struct peer {
 	uint32_t hello_tries;
 	uint64_t nack_sent_at;      /* rate limit for gap/no-recv notices */
 	uint32_t nack_msg;
+	uint8_t norecv_pending;     /* a message of theirs found no receive */
+	uint32_t norecv_msg, norecv_tag;
 	struct dlist txq;           /* REC_SEND_QUEUED, posting order */
 	struct dlist act;           /* REC_SEND_ACTIVE, msg id order */
 	struct dlist rxa;           /* REC_RECV_ACTIVE */
@@ -91,6 +93,7 @@ struct emp_fw {
 	struct dlist rwild;         /* posted receives with a wildcard */
 	uint64_t recv_seq;
 	uint32_t posted_recvs;
+	uint32_t norecv_peers;      /* peers with norecv_pending */
 	uint32_t npeers, nrecs;
 	int32_t alist;              /* first active peer, circular via anext */
 	uint64_t next_deadline;
@@ -166,5 +169,7 @@ int emp__fc_may_start(struct emp_fw *fw, struct peer *pe, uint64_t now);
 void emp__fc_started(struct emp_fw *fw, struct peer *pe);
 /* descriptors.c: mailbox, posting, matching */
 int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag);
+/* receive.c: tell a sender whose message found no receive that one is posted now */
+void emp__rx_unblock(struct emp_fw *fw, const struct emp_desc *d);
 
 #endif

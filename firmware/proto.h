@@ -73,6 +73,8 @@ enum emp_frame_flags {
 	EMP_F_NACK   = 1u << 2,  /* ACK: a gap was seen; retransmit what is missing */
 	EMP_F_NORECV = 1u << 3,  /* ACK: frame dropped, no receive posted (credits follow) */
 	EMP_F_LAST   = 1u << 4,  /* DATA: last frame of the message */
+	EMP_F_STUCK  = 1u << 5,  /* ACK: msg_id is the next message I can match;
+				  * frames of later messages were dropped: resend them */
 };
 
 /* Protocol tunables (defaults; most are run-time options in emp.conf). */

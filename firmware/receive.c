@@ -35,6 +35,24 @@ static void notice(struct emp_fw *fw, int32_t p, uint32_t msg_id, uint16_t flags
 	emp__send_ack_raw(fw, p, msg_id, 0, 0, 0, flags);
 }
 
+/* A receive was posted: a sender whose message was dropped for want of one
+ * resends now rather than after its retransmit timeout. */
+void emp__rx_unblock(struct emp_fw *fw, const struct emp_desc *d)
+{
+	for (uint32_t p = 0; p < fw->npeers && fw->norecv_peers; p++) {
+		struct peer *pe = &fw->peer[p];
+		if (!pe->norecv_pending || pe->match_next != pe->norecv_msg ||
+		    (d->host != EMP_ANY_HOST && d->host != pe->host) || (d->ep != EMP_ANY_EP && d->ep != pe->ep) ||
+		    (d->tag != EMP_ANY_TAG && d->tag != pe->norecv_tag))
+			continue;
+		pe->norecv_pending = 0;
+		fw->norecv_peers--;
+		pe->nack_msg = pe->norecv_msg;
+		pe->nack_sent_at = fw->now;
+		emp__send_ack_raw(fw, (int32_t)p, pe->norecv_msg, 0, 0, 0, EMP_F_NACK | EMP_F_STUCK);
+	}
+}
+
 static int32_t find(struct emp_fw *fw, const struct dlist *l, uint32_t msg_id)
 {
 	for (int32_t r = l->head; r != NIL; r = fw->rec[r].next)
@@ -86,7 +104,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		if (h->msg_id != pe->match_next) {
 			/* an earlier message is missing entirely: ask for it */
 			emp__drop(fw, EMP_DROP_WINDOW);
-			notice(fw, p, pe->match_next, EMP_F_NACK, now);
+			notice(fw, p, pe->match_next, EMP_F_NACK | EMP_F_STUCK, now);
 			return;
 		}
 		r = emp__match_recv(fw, pe->host, pe->ep, tag);
@@ -94,7 +112,16 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 			/* no buffering: dropped, the sender retransmits */
 			emp__drop(fw, EMP_DROP_NO_RECV);
 			notice(fw, p, h->msg_id, EMP_F_NORECV, now);
+			if (!pe->norecv_pending)
+				fw->norecv_peers++;
+			pe->norecv_pending = 1;
+			pe->norecv_msg = h->msg_id;
+			pe->norecv_tag = tag;
 			return;
+		}
+		if (pe->norecv_pending) {
+			pe->norecv_pending = 0;
+			fw->norecv_peers--;
 		}
 		struct rec *x = &fw->rec[r];
 		x->kind = REC_RECV_ACTIVE;

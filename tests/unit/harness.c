@@ -4,6 +4,7 @@
 #include "runner.h"
 #include "harness.h"
 #include "../../libemp/internal.h"
+#include "fw_int.h"
 
 static uint64_t vclock(void *arg)
 {
@@ -63,6 +64,9 @@ void h_free(struct harness *h)
 {
 	for (int i = 0; i < h->n; i++)
 		h_close(h, i);
+	for (int i = 0; i < h->nraw; i++)
+		emp__sim_ops.close(h->raw[i]);
+	h->nraw = 0;
 	emp_sim_wire_destroy(h->wire);
 	emp_conf_free(&h->conf);
 }
@@ -149,4 +153,294 @@ int h_check(const void *buf, size_t len, uint32_t seed)
 			return 0;
 	}
 	return 1;
+}
+
+/* ---- raw frames ---- */
+
+void *h_raw_open(struct harness *h, const uint8_t mac[6])
+{
+	char err[128] = "";
+	struct emp_dev_params prm = { .wire = h->wire, .mac = mac, .err = err, .errlen = sizeof(err) };
+	void *p = NULL;
+	CHECK(h->nraw < H_MAX);
+	int rc = emp__sim_ops.open(&prm, &p);
+	CHECK_MSG(rc == 0, "raw port: %d %s", rc, err);
+	h->raw[h->nraw++] = p;
+	return p;
+}
+
+void h_raw_send(struct harness *h, void *port, const void *frame, size_t len)
+{
+	struct emp_txframe t = { .hdr = frame, .hdr_len = (uint32_t)len };
+	(void)h;
+	CHECK_EQ(emp__sim_ops.tx_burst(port, &t, 1), 1);
+}
+
+int h_raw_recv(struct harness *h, void *port, uint8_t *buf, size_t cap, uint32_t *len)
+{
+	struct emp_rxframe rx[64];
+	int total = 0, n;
+	(void)h;
+	while ((n = emp__sim_ops.rx_burst(port, rx, 64)) > 0) {
+		if (!total && buf) {
+			size_t k = rx[0].len < cap ? rx[0].len : cap;
+			memcpy(buf, rx[0].data, k);
+			if (len)
+				*len = rx[0].len;
+		}
+		total += n;
+		emp__sim_ops.rx_release(port, (unsigned)n);
+	}
+	return total;
+}
+
+static void p16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static void p32(uint8_t *p, uint32_t v) { p16(p, (uint16_t)(v >> 16)); p16(p + 2, (uint16_t)v); }
+
+size_t h_frame_build(const struct h_frame *f, uint8_t *buf)
+{
+	memcpy(buf, f->dst, 6);
+	memcpy(buf + 6, f->src, 6);
+	p16(buf + 12, f->ethertype);
+	uint8_t *c = buf + EMP_ETH_HLEN;
+	uint16_t flags = f->flags | (f->csum ? EMP_F_CSUM : 0);
+	p32(c, 0);
+	c[4] = f->version;
+	c[5] = f->type;
+	p16(c + 6, flags);
+	p16(c + 8, f->dst_ep);
+	p16(c + 10, f->src_ep);
+	p32(c + 12, f->dst_inc);
+	p32(c + 16, f->src_inc);
+	p16(c + 20, f->session);
+	p16(c + 22, f->credits);
+	p32(c + 24, f->msg_id);
+	uint8_t *b = c + EMP_HDR_LEN;
+	size_t body = 0;
+	switch (f->type) {
+	case EMP_T_DATA:
+		p32(b, f->frame);
+		p32(b + 4, f->msg_len);
+		p32(b + 8, f->tag);
+		p16(b + 12, f->frag);
+		p16(b + 14, f->plen);
+		if (f->payload)
+			memcpy(b + EMP_DATA_HDR_LEN, f->payload, f->plen);
+		else
+			memset(b + EMP_DATA_HDR_LEN, 0, f->plen);
+		body = EMP_DATA_HDR_LEN + (size_t)f->plen;
+		break;
+	case EMP_T_ACK:
+		p32(b, f->cum);
+		p32(b + 4, f->nframes);
+		p32(b + 8, (uint32_t)(f->sack >> 32));
+		p32(b + 12, (uint32_t)f->sack);
+		body = EMP_ACK_HDR_LEN;
+		break;
+	case EMP_T_HELLO:
+	case EMP_T_HELLO_ACK:
+		p32(b, f->mtu);
+		p32(b + 4, 0);
+		body = EMP_HELLO_HDR_LEN;
+		break;
+	default:
+		break;
+	}
+	size_t len = EMP_ETH_HLEN + EMP_HDR_LEN + body;
+	if (f->csum)
+		p32(c, emp__crc32c(0, c + 4, len - EMP_ETH_HLEN - 4));
+	return len;
+}
+
+uint32_t h_incarnation(struct harness *h, int i)
+{
+	CHECK(h->ep[i]);
+	return h->ep[i]->fwc.incarnation;
+}
+
+void h_frame_as(struct harness *h, int from, int to, uint8_t type, struct h_frame *f)
+{
+	memset(f, 0, sizeof(*f));
+	memcpy(f->dst, h->mac[to], 6);
+	memcpy(f->src, h->mac[from], 6);
+	f->ethertype = h->fwc.ethertype;
+	f->version = EMP_PROTO_VERSION;
+	f->type = type;
+	f->dst_ep = 1;
+	f->src_ep = 1;
+	f->src_inc = h->ep[from] ? h_incarnation(h, from) : 0;
+	f->dst_inc = h->ep[to] ? h_incarnation(h, to) : 0;
+	f->mtu = 1500;
+	if (!h->ep[from] || !h->ep[to])
+		return;
+	if (type == EMP_T_ACK) {
+		/* acks travel in the data sender's (to's) session toward from */
+		int32_t p = emp__peer_get(h->ep[to]->fw, (uint16_t)from, 1, 0);
+		if (p != NIL)
+			f->session = h->ep[to]->fw->peer[p].tx_session;
+	} else {
+		int32_t p = emp__peer_get(h->ep[from]->fw, (uint16_t)to, 1, 0);
+		if (p != NIL)
+			f->session = h->ep[from]->fw->peer[p].tx_session;
+	}
+}
+
+/* ---- traffic ---- */
+
+static void put_le32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static uint32_t get_le32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+static uint32_t msg_seed(const struct h_msg *m, int i) { return m->seed ? m->seed : 0x5eed0000u + (uint32_t)i; }
+
+/* content: the message index in the first 4 bytes (if it has them), then the pattern */
+static void msg_fill(uint8_t *b, const struct h_msg *m, int i)
+{
+	if (m->len >= 4) {
+		put_le32(b, (uint32_t)i);
+		h_fill(b + 4, m->len - 4, msg_seed(m, i));
+	} else {
+		h_fill(b, m->len, msg_seed(m, i));
+	}
+}
+
+static int msg_ok(const uint8_t *b, const struct h_msg *m, int i)
+{
+	if (m->len >= 4)
+		return get_le32(b) == (uint32_t)i && h_check(b + 4, m->len - 4, msg_seed(m, i));
+	return h_check(b, m->len, msg_seed(m, i));
+}
+
+static int is_done(emp_req_t *r)
+{
+	return __atomic_load_n(&r->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+
+struct tr { struct h_msg *m; int n, scur, rcur; };
+
+static int tr_done(void *arg)
+{
+	struct tr *t = arg;
+	while (t->scur < t->n && is_done(t->m[t->scur].sr))
+		t->scur++;
+	while (t->rcur < t->n && is_done(t->m[t->rcur].rr))
+		t->rcur++;
+	return t->scur == t->n && t->rcur == t->n;
+}
+
+void h_traffic(struct harness *h, struct h_msg *m, int n, uint64_t max_ns)
+{
+	struct emp_counters c0[H_MAX], c1[H_MAX];
+	uint64_t nrecv[H_MAX] = { 0 }, nsent[H_MAX] = { 0 }, brecv[H_MAX] = { 0 };
+	emp_req_t *sentinel[H_MAX] = { 0 };
+	uint8_t sbuf[H_MAX][64];
+	for (int i = 0; i < h->n; i++)
+		if (h->ep[i])
+			c0[i] = h_ctr(h, i);
+	for (int i = 0; i < n; i++) {
+		CHECK(m[i].from >= 0 && m[i].from < h->n && m[i].to >= 0 && m[i].to < h->n);
+		CHECK(m[i].len >= 4 || (!m[i].recv_any_host && !m[i].recv_any_tag));
+		m[i].sbuf = malloc(m[i].len + 1);
+		m[i].rbuf = malloc(m[i].len + 1);
+		CHECK(m[i].sbuf && m[i].rbuf);
+		msg_fill(m[i].sbuf, &m[i], i);
+		memset(m[i].rbuf, 0xee, m[i].len + 1);
+		nrecv[m[i].to]++;
+		brecv[m[i].to] += m[i].len;
+		nsent[m[i].from]++;
+	}
+	for (int i = 0; i < n; i++) {
+		struct iovec v = { m[i].rbuf, m[i].len };
+		emp_addr_t a = m[i].recv_any_host ? (emp_addr_t){ EMP_ANY_HOST, EMP_ANY_EP } : h_addr(m[i].from);
+		uint32_t tag = m[i].recv_any_tag ? EMP_ANY_TAG : m[i].tag;
+		CHECK_EQ(emp_post_recv(h->ep[m[i].to], a, tag, &v, 1, &m[i].rr), 0);
+	}
+	for (int i = 0; i < h->n; i++) {
+		if (!nrecv[i])
+			continue;
+		struct iovec v = { sbuf[i], sizeof(sbuf[i]) };
+		CHECK_EQ(emp_post_recv(h->ep[i], (emp_addr_t){ EMP_ANY_HOST, EMP_ANY_EP }, EMP_ANY_TAG, &v, 1,
+				       &sentinel[i]), 0);
+	}
+	for (int i = 0; i < n; i++) {
+		struct iovec v = { m[i].sbuf, m[i].len };
+		CHECK_EQ(emp_post_send(h->ep[m[i].from], h_addr(m[i].to), m[i].tag, &v, 1, &m[i].sr), 0);
+	}
+	struct tr t = { m, n, 0, 0 };
+	int ok = h_run(h, tr_done, &t, max_ns);
+	CHECK_MSG(ok, "traffic incomplete after %llu ns: sends %d/%d, receives %d/%d done",
+		  (unsigned long long)max_ns, t.scur, n, t.rcur, n);
+	/* a little more time: anything delivered twice would land in the sentinel */
+	h_run(h, NULL, NULL, 20000000);
+	for (int i = 0; i < n; i++) {
+		CHECK_EQ(emp_test(h->ep[m[i].from], m[i].sr, &m[i].sst), 1);
+		CHECK_EQ(emp_test(h->ep[m[i].to], m[i].rr, &m[i].rst), 1);
+	}
+	char *got = calloc((size_t)n, 1);
+	int *last = malloc(sizeof(int) * (size_t)n);     /* per message index: last index seen in its stream */
+	CHECK(got && last);
+	for (int i = 0; i < n; i++) {
+		CHECK_MSG(m[i].sst.result == (int64_t)m[i].len, "send %d (%d->%d len %u): result %lld", i,
+			  m[i].from, m[i].to, m[i].len, (long long)m[i].sst.result);
+		const struct emp_status *st = &m[i].rst;
+		int k = i;
+		if (m[i].recv_any_host || m[i].recv_any_tag) {
+			/* which message did this wildcard receive get? */
+			CHECK_MSG(st->result >= 4, "recv %d: result %lld", i, (long long)st->result);
+			k = (int)get_le32(m[i].rbuf);
+			CHECK_MSG(k >= 0 && k < n, "recv %d: message index %d", i, k);
+			CHECK_MSG(m[k].recv_any_host || m[k].recv_any_tag, "recv %d got exact message %d", i, k);
+			CHECK_MSG(m[k].to == m[i].to, "recv %d got message %d for host %d", i, k, m[k].to);
+			CHECK_MSG(!m[i].recv_any_host ? m[k].from == m[i].from : 1, "recv %d from %d", i, m[k].from);
+			CHECK_MSG(!m[i].recv_any_tag ? m[k].tag == m[i].tag : 1, "recv %d tag %u", i, m[k].tag);
+			CHECK_MSG(m[k].len <= m[i].len || 1, "-");
+		}
+		CHECK_MSG(!got[k], "message %d delivered twice", k);
+		got[k] = 1;
+		CHECK_MSG(st->result == (int64_t)m[k].len, "recv %d (msg %d %d->%d len %u): result %lld", i, k,
+			  m[k].from, m[k].to, m[k].len, (long long)st->result);
+		CHECK_EQ(st->msg_len, m[k].len);
+		CHECK_EQ(st->source.host, m[k].from);
+		CHECK_EQ(st->source.ep, 1);
+		CHECK_EQ(st->tag, m[k].tag);
+		CHECK_MSG(msg_ok(m[i].rbuf, &m[k], k), "recv %d: bytes of message %d (len %u) differ", i, k,
+			  m[k].len);
+		/* per (from, to, tag), later receives got later messages */
+		last[i] = k;
+		for (int j = i - 1; j >= 0; j--) {
+			if (m[j].to != m[i].to || !got[last[j]] || m[last[j]].from != m[k].from ||
+			    m[last[j]].tag != m[k].tag)
+				continue;
+			CHECK_MSG(last[j] < k, "order: recv %d got msg %d, earlier recv %d got msg %d", i, k, j,
+				  last[j]);
+			break;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		CHECK_MSG(got[i], "message %d never delivered", i);
+	for (int i = 0; i < h->n; i++) {
+		if (!sentinel[i])
+			continue;
+		struct emp_status st;
+		CHECK_EQ(emp_test(h->ep[i], sentinel[i], &st), 0);
+		CHECK_EQ(emp_cancel(h->ep[i], sentinel[i]), 0);
+		CHECK_EQ(emp_test(h->ep[i], sentinel[i], &st), 1);
+		CHECK_EQ(st.result, -ECANCELED);
+	}
+	for (int i = 0; i < h->n; i++) {
+		if (!h->ep[i])
+			continue;
+		c1[i] = h_ctr(h, i);
+		CHECK_EQ(c1[i].msgs_received - c0[i].msgs_received, nrecv[i]);
+		CHECK_EQ(c1[i].bytes_received - c0[i].bytes_received, brecv[i]);
+		CHECK_EQ(c1[i].msgs_sent - c0[i].msgs_sent, nsent[i]);
+		CHECK_EQ(c1[i].recv_errors - c0[i].recv_errors, nrecv[i] ? 1 : 0);   /* the sentinel */
+		CHECK_EQ(c1[i].send_errors - c0[i].send_errors, 0);
+	}
+	for (int i = 0; i < n; i++) {
+		free(m[i].sbuf);
+		free(m[i].rbuf);
+		m[i].sbuf = m[i].rbuf = NULL;
+	}
+	free(got);
+	free(last);
 }

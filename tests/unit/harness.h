@@ -18,6 +18,8 @@ struct harness {
 	emp_endpoint_t *ep[H_MAX];
 	uint8_t mac[H_MAX][6];
 	uint32_t inc_seq;
+	void *raw[H_MAX];                /* raw ports opened by h_raw_open */
+	int nraw;
 };
 
 /* n hosts h0..h(n-1), endpoint id 1 each; faults may be NULL; fwc NULL = defaults. */
@@ -35,5 +37,57 @@ int h_wait(struct harness *h, int i, emp_req_t *r, struct emp_status *st, uint64
 struct emp_counters h_ctr(struct harness *h, int i);
 void h_fill(void *buf, size_t len, uint32_t seed);
 int h_check(const void *buf, size_t len, uint32_t seed);
+
+/* ---- raw frames: build, inject and capture EMP frames on the wire ---- */
+
+/* A raw sim port (any MAC, in the config or not); closed by h_free. */
+void *h_raw_open(struct harness *h, const uint8_t mac[6]);
+/* Put len bytes on the wire from port (the frame names its own dst/src MACs). */
+void h_raw_send(struct harness *h, void *port, const void *frame, size_t len);
+/* Frames delivered to port by now: copies the first into buf (cap bytes);
+ * returns how many were pending (all are released), 0 if none. */
+int h_raw_recv(struct harness *h, void *port, uint8_t *buf, size_t cap, uint32_t *len);
+
+struct h_frame {
+	uint8_t dst[6], src[6];
+	uint16_t ethertype;
+	uint8_t version, type;
+	uint16_t flags, dst_ep, src_ep, session, credits;
+	uint32_t dst_inc, src_inc, msg_id;
+	uint32_t frame, msg_len, tag;       /* DATA */
+	uint16_t frag, plen;
+	uint32_t cum, nframes;              /* ACK */
+	uint64_t sack;
+	uint32_t mtu;                       /* HELLO, HELLO_ACK */
+	const void *payload;                /* DATA: plen bytes (NULL: zeros) */
+	int csum;                           /* compute the CRC32C and set EMP_F_CSUM */
+};
+/* Encode f into buf (room for EMP_FRAME_MAX); returns the frame length. */
+size_t h_frame_build(const struct h_frame *f, uint8_t *buf);
+/* f as endpoint `from` would address `to` right now: MACs, EtherType,
+ * version, endpoints, incarnations (as the engines hold them) and session
+ * (DATA/HELLO: from's send session toward to; ACK: to's send session). */
+void h_frame_as(struct harness *h, int from, int to, uint8_t type, struct h_frame *f);
+uint32_t h_incarnation(struct harness *h, int i);
+
+/* ---- traffic: many messages, every one checked ---- */
+struct h_msg {
+	int from, to;
+	uint32_t tag;
+	uint32_t len;
+	uint32_t seed;                   /* content; 0 = derived from the index */
+	int recv_any_host, recv_any_tag; /* post the receive with wildcards */
+	/* filled by h_traffic */
+	emp_req_t *sr, *rr;
+	struct emp_status sst, rst;
+	uint8_t *sbuf, *rbuf;
+};
+/* Post every receive (message order), then every send (message order); run
+ * until all complete (max_ns virtual); then check that every send returned
+ * its length and every receive got exactly its message (length, source, tag,
+ * bytes). Also posts one wildcard "sentinel" receive per receiving host after
+ * the others and checks that it stays unmatched (no message delivered twice).
+ * Fails the test on any mismatch. */
+void h_traffic(struct harness *h, struct h_msg *m, int n, uint64_t max_ns);
 
 #endif
