@@ -30,6 +30,7 @@ void emp__fw_config_defaults(struct emp_fw_config *c)
 	c->ack_delay_ns = EMP_DEF_ACK_DELAY_NS;
 	c->retries = EMP_DEF_RETRIES;
 	c->tx_burst = 256;
+	c->ack_hold_ns = 20000;
 }
 
 static uint32_t pow2_at_least(uint32_t n)
@@ -228,7 +229,7 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 	if (now >= fw->next_deadline)
 		emp__fw_timers(fw, now);
 	emp__tx_pump(fw, now);
-	emp__tx_flush(fw);
+	emp__tx_flush_or_hold(fw, now);
 	fw->in_poll = 0;
 	return fw->completed;
 }

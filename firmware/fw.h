@@ -90,6 +90,7 @@ struct emp_fw_config {
 	uint8_t  flow_control;    /* pace by receiver's advertised credits */
 	uint8_t  checksum;        /* CRC32C on every frame sent */
 	uint32_t tx_burst;        /* frames per poll before yielding */
+	uint64_t ack_hold_ns;     /* a lone completion ack waits this long for a data frame to share its system call */
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c);

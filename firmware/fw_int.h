@@ -101,6 +101,8 @@ struct emp_fw {
 	uint64_t now;
 	/* tx batch */
 	unsigned txn;
+	unsigned tx_holdable;        /* frames in the batch that may wait for company */
+	uint64_t tx_hold_until;     /* 0: not holding */
 	struct emp_txframe txf[TXB_MAX];
 	struct { int32_t rec; uint32_t frame; } txmeta[TXB_MAX];
 	uint8_t txhdr[TXB_MAX][HDRBUF];
@@ -150,6 +152,7 @@ void emp__send_stale(struct emp_fw *fw, const struct hdr *h);
 uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags, uint32_t msg_id,
 		      uint16_t session, uint32_t body_len);
 void emp__tx_flush(struct emp_fw *fw);
+void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now);
 void emp__tx_pump(struct emp_fw *fw, uint64_t now);
 /* receive.c: the frame dispatcher */
 void emp__drop(struct emp_fw *fw, enum emp_drop_reason why);

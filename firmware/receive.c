@@ -167,6 +167,8 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	x->since_ack++;
 	if (x->cum == x->nframes) {
 		emp__send_ack(fw, p, x, 0);
+		if (x->nframes == 1)
+			fw->tx_holdable++;
 		emp__dl_del(fw, &pe->rxa, r);
 		emp__complete(fw, r, x->len <= x->cap ? (int64_t)x->len : -EMP_EMSGSIZE);
 	} else if (x->sack && x->nack_cum != x->cum + 1) {

@@ -218,9 +218,27 @@ void emp__tx_pump(struct emp_fw *fw, uint64_t now)
 	}
 }
 
+/* End of a poll: a batch holding only completion acks of one-frame messages
+ * waits up to ack_hold_ns, so that the reply the application is about to
+ * post (ping-pong) leaves in the same system call; anything else goes now. */
+void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now)
+{
+	if (fw->txn && fw->tx_holdable == fw->txn && fw->cfg.ack_hold_ns) {
+		if (!fw->tx_hold_until) {
+			fw->tx_hold_until = now + fw->cfg.ack_hold_ns;
+			emp__arm(fw, fw->tx_hold_until);
+		}
+		if (now < fw->tx_hold_until)
+			return;
+	}
+	emp__tx_flush(fw);
+}
+
 void emp__tx_flush(struct emp_fw *fw)
 {
 	unsigned n = fw->txn;
+	fw->tx_holdable = 0;
+	fw->tx_hold_until = 0;
 	if (!n)
 		return;
 	if (fw->cfg.checksum) {

@@ -103,6 +103,8 @@ int emp__fw_timers(struct emp_fw *fw, uint64_t now)
 			p = pnext;
 		} while (p != NIL && p != fw->alist);
 	}
+	if (fw->tx_hold_until)
+		next = min64(next, fw->tx_hold_until);
 	fw->next_deadline = next;
 	if (!fw->in_poll)
 		emp__tx_flush(fw);

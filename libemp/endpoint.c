@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 #include "internal.h"
 
 _Static_assert(EMP_ECONNRESET == ECONNRESET && EMP_ETIMEDOUT == ETIMEDOUT && EMP_EINVAL == EINVAL &&
@@ -38,8 +39,11 @@ void emp__notify(struct emp_endpoint *ep)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&ep->sleepers, __ATOMIC_SEQ_CST)) {
+		uint64_t one = 1;
 		pthread_mutex_lock(&ep->wait_mu);
-		pthread_cond_broadcast(&ep->wait_cv);
+		for (struct emp_waiter *w = ep->waiters; w; w = w->next)
+			if (w->efd >= 0 && write(w->efd, &one, sizeof(one)) < 0)
+				continue;
 		pthread_mutex_unlock(&ep->wait_mu);
 	}
 	if (ep->hook)
@@ -122,6 +126,7 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 		return rc;
 	}
 	ep->ops->mac(ep->dev, ep->mac);
+	ep->dev_fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
 	return 0;
 }
 
@@ -158,14 +163,10 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	if (!ep)
 		return -ENOMEM;
 	ep->self = -1;
+	ep->dev_fd = -1;
 	pthread_mutex_init(&ep->post_lock, NULL);
 	pthread_mutex_init(&ep->eng_lock, NULL);
 	pthread_mutex_init(&ep->wait_mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&ep->wait_cv, &ca);
-	pthread_condattr_destroy(&ca);
 	if (o->conf) {
 		ep->conf = *o->conf;
 		ep->conf.peers = calloc((size_t)o->conf->npeers + 1, sizeof(*ep->conf.peers));
@@ -222,7 +223,8 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	}
 	free(macs);                   /* the engine keeps its own copy */
 	ep->fwc.host_mac = NULL;
-	if (rc == 0 && !o->no_progress_thread)
+	const char *pe = getenv("EMP_PROGRESS_THREAD");
+	if (rc == 0 && !o->no_progress_thread && !(pe && pe[0] == '0'))
 		rc = emp__progress_start(ep);
 	if (rc < 0) {
 		emp_close(ep);
@@ -249,7 +251,6 @@ void emp_close(emp_endpoint_t *ep)
 	free(ep->mb.ring);
 	free(ep->fw);
 	emp_conf_free(&ep->conf);
-	pthread_cond_destroy(&ep->wait_cv);
 	free(ep);
 }
 

@@ -11,6 +11,11 @@
 
 struct emp_progress;
 
+struct emp_waiter {                /* a thread blocked in emp_wait */
+	int efd;
+	struct emp_waiter *next;
+};
+
 struct emp_endpoint {
 	struct emp_conf conf;
 	const struct emp_driver_ops *ops;
@@ -27,8 +32,10 @@ struct emp_endpoint {
 	pthread_mutex_t post_lock;       /* mailbox producer side + free stack */
 	pthread_mutex_t eng_lock;        /* whoever holds it drives the engine */
 	pthread_mutex_t wait_mu;
-	pthread_cond_t wait_cv;
 	int sleepers;
+	struct emp_waiter *waiters;       /* under wait_mu */
+	int dev_fd;                      /* driver's wait fd, or -1 */
+	int spinning;                    /* threads driving the engine in emp_wait (spinning or blocked) */
 	uint64_t spin_ns;
 	uint64_t (*clock)(void *);
 	void *clock_arg;
@@ -54,6 +61,7 @@ void emp__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int emp__progress_start(struct emp_endpoint *ep);
 void emp__progress_stop(struct emp_endpoint *ep);
 void emp__progress_kick(struct emp_endpoint *ep);
+
 /* Interface toward the cluster: from opts, $EMP_IFNAME, the config or routing. */
 int emp__resolve_ifname(const struct emp_conf *c, char *out, size_t outlen);
 

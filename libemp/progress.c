@@ -12,7 +12,11 @@ struct emp_progress {
 	ev_timer tm;
 	ev_async kick, stop;
 	pthread_t thr;
+	int io_off;                 /* device watch paused while an application thread spins */
+	int fd;
 };
+
+#define SPIN_RECHECK 0.001      /* seconds between looks while a waiter spins */
 
 static void rearm(struct emp_progress *pg)
 {
@@ -35,8 +39,23 @@ static void rearm(struct emp_progress *pg)
 static void on_event(struct ev_loop *loop, struct emp_progress *pg)
 {
 	struct emp_endpoint *ep = pg->ep;
-	/* the driver may report a readable fd for frames another thread already
-	 * took; drive until the engine has nothing queued */
+	if (__atomic_load_n(&ep->spinning, __ATOMIC_SEQ_CST) > 0) {
+		/* a waiting thread drives the engine itself (spinning or blocked on
+		 * the device): waking for every frame would only take the CPU from
+		 * it; look again in a millisecond */
+		if (!pg->io_off && pg->fd >= 0) {
+			ev_io_stop(loop, &pg->io);
+			__atomic_store_n(&pg->io_off, 1, __ATOMIC_SEQ_CST);
+		}
+		ev_timer_stop(loop, &pg->tm);
+		ev_timer_set(&pg->tm, SPIN_RECHECK, 0.0);
+		ev_timer_start(loop, &pg->tm);
+		return;
+	}
+	if (pg->io_off) {
+		__atomic_store_n(&pg->io_off, 0, __ATOMIC_SEQ_CST);
+		ev_io_start(loop, &pg->io);
+	}
 	emp__drive(ep);
 	rearm(pg);
 }
@@ -71,6 +90,7 @@ int emp__progress_start(struct emp_endpoint *ep)
 		return -ENOMEM;
 	}
 	int fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
+	pg->fd = fd;
 	ev_init(&pg->tm, tm_cb);
 	pg->tm.data = pg;
 	if (fd >= 0) {

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include "internal.h"
 
 static inline uint32_t idx_of(struct emp_endpoint *ep, emp_req_t *r)
@@ -209,40 +212,82 @@ int emp_test(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st)
 	return done(d) ? reap(ep, d, st) : 0;
 }
 
-/* Wait for any of reqs: spin driving the engine, then sleep until the
- * engine (progress thread) reports completions. */
+static __thread int wake_efd = -1;
+
+static int thread_wake_fd(void)
+{
+	if (wake_efd < 0)
+		wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return wake_efd;
+}
+
+static int first_done(emp_req_t **reqs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (reqs[i] && done(reqs[i]))
+			return i;
+	return -1;
+}
+
+/* Sleep until the device has frames, another thread completes something for
+ * us (our eventfd), or the engine's next deadline; at most 10 ms. */
+static void block(struct emp_endpoint *ep, emp_req_t **reqs, int n, uint64_t now, uint64_t end)
+{
+	struct emp_waiter w = { thread_wake_fd(), NULL };
+	pthread_mutex_lock(&ep->wait_mu);
+	w.next = ep->waiters;
+	ep->waiters = &w;
+	__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&ep->wait_mu);
+	if (first_done(reqs, n) < 0) {
+		uint64_t until = emp__fw_next_deadline(ep->fw);
+		if (end < until)
+			until = end;
+		if (until > now + 10000000ull || ep->clock)
+			until = now + 10000000ull;
+		uint64_t d = until > now ? until - now : 0;
+		struct timespec ts = { (time_t)(d / 1000000000ull), (long)(d % 1000000000ull) };
+		struct pollfd pfd[2] = { { ep->dev_fd, POLLIN, 0 }, { w.efd, POLLIN, 0 } };
+		ppoll(pfd, 2, &ts, NULL);
+	}
+	pthread_mutex_lock(&ep->wait_mu);
+	struct emp_waiter **pp = &ep->waiters;
+	while (*pp && *pp != &w)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = w.next;
+	__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&ep->wait_mu);
+	uint64_t v;
+	if (w.efd >= 0 && read(w.efd, &v, sizeof(v)) < 0)
+		v = 0;
+}
+
+/* Wait for any of reqs. The waiting thread drives the engine itself: it
+ * spins for spin_us, then blocks on the device and its own wake eventfd;
+ * meanwhile the progress thread stands back (see progress.c). */
 static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns)
 {
-	uint64_t t0 = emp__now(ep);
+	uint64_t t0 = emp__now(ep), now = t0;
 	uint64_t end = timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ns;
 	uint64_t spin_end = t0 + ep->spin_ns;
+	unsigned iter = 0;
+	int got;
+	__atomic_add_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
-		for (int i = 0; i < n; i++)
-			if (reqs[i] && done(reqs[i]))
-				return i;
-		uint64_t now = emp__now(ep);
-		if (now >= end)
-			return -ETIMEDOUT;
-		if (now < spin_end || !ep->prog) {
-			emp__drive(ep);
-			continue;
+		got = first_done(reqs, n);
+		if (got < 0 && (++iter & 15) == 0)
+			now = emp__now(ep);     /* the clock is read every 16 turns of the spin */
+		if (got >= 0 || now >= end)
+			break;
+		emp__drive(ep);
+		if (now >= spin_end && ep->dev_fd >= 0 && first_done(reqs, n) < 0) {
+			block(ep, reqs, n, now, end);
+			now = emp__now(ep);
 		}
-		pthread_mutex_lock(&ep->wait_mu);
-		__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
-		int any = 0;
-		for (int i = 0; i < n && !any; i++)
-			any = reqs[i] && done(reqs[i]);
-		if (!any) {
-			/* sleep at most 10 ms at a time: a lost wakeup costs little */
-			uint64_t wake = now + 10000000ull < end ? now + 10000000ull : end;
-			if (ep->clock)
-				wake = emp_now_ns() + 1000000ull;
-			struct timespec ts = { (time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull) };
-			pthread_cond_timedwait(&ep->wait_cv, &ep->wait_mu, &ts);
-		}
-		__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
-		pthread_mutex_unlock(&ep->wait_mu);
 	}
+	__atomic_sub_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
+	return got >= 0 ? got : -ETIMEDOUT;
 }
 
 int emp_wait(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st, int64_t timeout_ns)
