@@ -76,6 +76,11 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 		x->cum++;
 	}
 	x->rtx &= ~x->sack;
+	if (x->probe_at && (x->probe_frame < x->cum ||
+			    (x->probe_frame - x->cum < 64 && (x->sack >> (x->probe_frame - x->cum) & 1)))) {
+		emp__timer_rtt_sample(fw, pe, now - x->probe_at);
+		x->probe_at = 0;
+	}
 	uint32_t done = x->cum + (uint32_t)__builtin_popcountll(x->sack);
 	uint32_t newly = done - old_done;
 	pe->inflight_frames = pe->inflight_frames > newly ? pe->inflight_frames - newly : 0;

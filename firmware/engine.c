@@ -234,6 +234,11 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 	return fw->completed;
 }
 
+void emp__fw_flush(struct emp_fw *fw)
+{
+	emp__tx_flush(fw);
+}
+
 uint64_t emp__fw_next_deadline(const struct emp_fw *fw)
 {
 	return fw->next_deadline;
@@ -251,6 +256,13 @@ void emp__fw_counters(const struct emp_fw *fw, struct emp_counters *c)
 	c->drops_total = 0;
 	for (int i = 0; i < EMP_DROP_MAX; i++)
 		c->drops_total += c->drops[i];
+}
+
+uint64_t emp__fw_mtu_mismatches(const struct emp_fw *fw, uint32_t *mtu)
+{
+	if (mtu)
+		*mtu = fw->ctr.last_mismatch_mtu;
+	return fw->ctr.mtu_mismatch;
 }
 
 void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records)

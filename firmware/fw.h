@@ -113,6 +113,8 @@ struct emp_counters {
 	uint64_t msgs_sent, msgs_received, bytes_sent, bytes_received;
 	uint64_t send_errors, recv_errors, peer_restarts, hellos, stale_sent;
 	uint64_t fc_stalls;
+	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */
+	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
 	uint64_t drops_total;
 };
@@ -139,11 +141,15 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 int emp__fw_timers(struct emp_fw *fw, uint64_t now);                  /* time advanced */
 /* All three plus driver rx and tx flush: the usual loop body. */
 int emp__fw_poll(struct emp_fw *fw, uint64_t now);
+/* Send every frame the engine holds back (before closing). */
+void emp__fw_flush(struct emp_fw *fw);
 /* Earliest time emp__fw_timers has work, UINT64_MAX if none. */
 uint64_t emp__fw_next_deadline(const struct emp_fw *fw);
 /* Nonzero if the engine has frames it could send right now. */
 int emp__fw_busy(const struct emp_fw *fw);
 void emp__fw_counters(const struct emp_fw *fw, struct emp_counters *c);
+/* Sessions opened with a peer of another MTU so far; *mtu gets the MTU then used. */
+uint64_t emp__fw_mtu_mismatches(const struct emp_fw *fw, uint32_t *mtu);
 /* In-flight memory in use: live transfer records and peers. */
 void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records);
 

@@ -43,6 +43,7 @@ struct peer {
 	uint32_t credits;           /* their last advertised free receives */
 	uint32_t unacked_starts;    /* messages started since that advertisement */
 	uint64_t hello_deadline, hello_rto, fc_probe_at;
+	uint64_t srtt, rttvar, rto;  /* round-trip estimate (ns), Jacobson/Karels */
 	uint32_t hello_tries;
 	uint64_t nack_sent_at;      /* rate limit for gap/no-recv notices */
 	uint32_t nack_msg;
@@ -70,6 +71,8 @@ struct rec {
 	uint64_t rtx;               /* send: bit i: frame cum+i must be resent */
 	uint64_t deadline;          /* send: retransmit timer; recv: delayed ack */
 	uint64_t rto, last_fast_rtx;
+	uint32_t probe_frame;       /* send: frame whose ack times the round trip */
+	uint64_t probe_at;          /* its send time, 0 = no probe out */
 	uint32_t retries;
 	uint32_t since_ack, nack_cum;
 	uint16_t src_host, src_ep;  /* recv: actual source */
@@ -165,6 +168,7 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 void emp__timer_data_sent(struct emp_fw *fw, struct rec *r, uint64_t now);
 void emp__timer_ack_progress(struct emp_fw *fw, struct rec *r, uint64_t now);
 void emp__timer_frame_received(struct emp_fw *fw, struct rec *r, uint64_t now);
+void emp__timer_rtt_sample(struct emp_fw *fw, struct peer *pe, uint64_t rtt);
 /* flow.c: credits */
 uint16_t emp__fc_advertise(const struct emp_fw *fw);
 void emp__fc_update(struct emp_fw *fw, struct peer *pe, uint16_t credits);

@@ -29,6 +29,7 @@ int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create)
 	pe->frag = fw->cfg.mtu - EMP_DATA_OVERHEAD;
 	pe->credits = 0xffff;
 	pe->hello_rto = fw->cfg.rto_ns;
+	pe->rto = fw->cfg.rto_ns;
 	pe->txq.head = pe->txq.tail = NIL;
 	pe->act.head = pe->act.tail = NIL;
 	pe->rxa.head = pe->rxa.tail = NIL;
@@ -168,8 +169,13 @@ void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64
 		emp__drop(fw, EMP_DROP_BAD_LEN);
 		return;
 	}
-	if (mtu > fw->cfg.mtu)
-		mtu = fw->cfg.mtu;
+	if (mtu != fw->cfg.mtu) {
+		/* both ends use the smaller MTU; the host is told (counter) */
+		fw->ctr.mtu_mismatch++;
+		if (mtu > fw->cfg.mtu)
+			mtu = fw->cfg.mtu;
+		fw->ctr.last_mismatch_mtu = mtu;
+	}
 	pe->frag = mtu - EMP_DATA_OVERHEAD;
 	pe->tx_remote_inc = h->src_inc;
 	pe->tx_state = PTX_UP;

@@ -16,10 +16,28 @@ void emp__timer_data_sent(struct emp_fw *fw, struct rec *x, uint64_t now)
 	}
 }
 
+/* A round-trip sample: the retransmit timeout follows the measured round
+ * trip (srtt + 4 rttvar), never below the configured rto nor above rto_max. */
+void emp__timer_rtt_sample(struct emp_fw *fw, struct peer *pe, uint64_t rtt)
+{
+	if (!pe->srtt) {
+		pe->srtt = rtt;
+		pe->rttvar = rtt / 2;
+	} else {
+		uint64_t err = rtt > pe->srtt ? rtt - pe->srtt : pe->srtt - rtt;
+		pe->rttvar = (3 * pe->rttvar + err) / 4;
+		pe->srtt = (7 * pe->srtt + rtt) / 8;
+	}
+	uint64_t rto = pe->srtt + 4 * pe->rttvar;
+	if (rto < fw->cfg.rto_ns)
+		rto = fw->cfg.rto_ns;
+	pe->rto = min64(rto, fw->cfg.rto_max_ns);
+}
+
 void emp__timer_ack_progress(struct emp_fw *fw, struct rec *x, uint64_t now)
 {
 	x->retries = 0;
-	x->rto = fw->cfg.rto_ns;
+	x->rto = fw->peer[x->peer].rto;
 	if (sent_unacked(x)) {
 		x->deadline = now + x->rto;
 		emp__arm(fw, x->deadline);

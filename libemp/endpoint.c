@@ -58,7 +58,15 @@ int emp__drive(struct emp_endpoint *ep)
 			return total;        /* the holder sees our mailbox entries after it unlocks */
 		int n = emp__fw_poll(ep->fw, emp__now(ep));
 		int busy = emp__fw_busy(ep->fw);
+		uint32_t mtu;
+		uint64_t mm = n ? emp__fw_mtu_mismatches(ep->fw, &mtu) : 0;
 		pthread_mutex_unlock(&ep->eng_lock);
+		if (mm > ep->mtu_warned) {
+			ep->mtu_warned = mm;
+			fprintf(stderr, "emp: MTU mismatch: a peer's interface MTU differs from ours (%u); "
+				"this session uses %u-byte frames (set the same MTU on every host for full-size frames)\n",
+				ep->fwc.mtu, mtu);
+		}
 		if (n) {
 			total += n;
 			emp__notify(ep);
@@ -217,6 +225,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	if (rc == 0) {
 		struct emp_fw_env env = { .ops = ep->ops, .dev = ep->dev, .desc = ep->desc, .mb = &ep->mb };
 		rc = emp__fw_init(ep->fw, ep->fw_size, &ep->fwc, &env);
+		ep->fw_ready = rc == 0;
 		if (rc < 0)
 			emp__set_error("emp: engine rejected its configuration (mtu %u, descriptors %u)",
 				       ep->fwc.mtu, ep->fwc.ndesc);
@@ -240,6 +249,13 @@ void emp_close(emp_endpoint_t *ep)
 		return;
 	if (ep->prog)
 		emp__progress_stop(ep);
+	if (ep->dev && ep->fw && ep->fw_ready) {
+		/* acks held back for a reply that will not come go out now */
+		pthread_mutex_lock(&ep->eng_lock);
+		emp__fw_poll(ep->fw, emp__now(ep));
+		emp__fw_flush(ep->fw);
+		pthread_mutex_unlock(&ep->eng_lock);
+	}
 	if (ep->dev)
 		ep->ops->close(ep->dev);
 	if (ep->ext_sg)

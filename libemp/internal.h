@@ -22,6 +22,8 @@ struct emp_endpoint {
 	void *dev;
 	struct emp_fw *fw;
 	size_t fw_size;
+	int fw_ready;
+	uint64_t mtu_warned;
 	struct emp_fw_config fwc;
 	struct emp_desc *desc;
 	struct emp_sg **ext_sg;          /* per descriptor: heap sg list for long iovecs */

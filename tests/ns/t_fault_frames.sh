@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# t_fault_frames: hostile input on a real wire: unknown MACs and malformed frames are dropped and counted by reason; the engine keeps serving.
+# timeout: 60
+. "$(dirname "$0")/lib.sh"
+cluster_up
+T=$(mktemp -d)
+mac_of() { on "$1" cat /sys/class/net/eth0/address; }
+M1=$(mac_of 1); M2=$(mac_of 2)
+bg 2 "$T/srv" env EMP_TOOL_COUNTERS=1 "$BIN/emp-pingpong" -s --once
+sleep 0.3
+INJ="python3 $ROOT/tests/ns/progs/inject.py eth0 $M2"
+on 1 $INJ 02:de:ad:be:ef:01 50 hello          # a MAC that is not in the config
+on 1 $INJ "$M1" 20 truncated
+on 1 $INJ "$M1" 20 version
+on 1 $INJ "$M1" 20 type
+on 1 $INJ "$M1" 20 index
+on 1 $INJ "$M1" 20 length
+on 1 $INJ "$M1" 20 ack
+# the engine still serves: a normal ping-pong afterwards
+on 1 "$BIN/emp-pingpong" -c h2 -m 4,4096 -n 100 > "$T/cli" || fail "ping-pong after hostile frames"
+cat "$T/cli"
+wait "${PIDS[0]}" || fail "server exited with an error"
+cat "$T/srv"
+count() { awk -v r="$1" '$2 == "drop" && $3 == r { print $4 }' "$T/srv"; }
+expect "unknown MAC dropped and counted ($(count unknown_mac))" [ "$(count unknown_mac)" -ge 50 ]
+expect "truncated frames counted ($(count short))" [ "$(count short)" -ge 20 ]
+expect "wrong version counted ($(count version))" [ "$(count version)" -ge 20 ]
+expect "unknown type counted ($(count type))" [ "$(count type)" -ge 20 ]
+expect "impossible index counted ($(count bad_index))" [ "$(count bad_index)" -ge 20 ]
+expect "impossible length counted ($(count bad_len))" [ "$(count bad_len)" -ge 20 ]
+expect "forged ack counted ($(count unknown_msg))" [ "$(count unknown_msg)" -ge 20 ]
