@@ -3,13 +3,18 @@
 #include <ev.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 #include "internal.h"
 
 struct emp_progress {
 	struct emp_endpoint *ep;
 	struct ev_loop *loop;
 	ev_io io;
-	ev_timer tm;
+	ev_io tio;                  /* timerfd: engine deadlines at ns precision (libev's own timers round to ms) */
+	int tfd;
+	ev_timer tm;                /* backstop and spin recheck */
 	ev_async kick, stop;
 	pthread_t thr;
 	int io_off;                 /* device watch paused while an application thread spins */
@@ -27,11 +32,24 @@ static void rearm(struct emp_progress *pg)
 		if (w < dl)
 			dl = w;
 	}
-	ev_timer_stop(pg->loop, &pg->tm);
-	if (dl == UINT64_MAX)
-		return;
+	if (pg->tfd >= 0 && !ep->clock) {
+		struct itimerspec its;
+		memset(&its, 0, sizeof(its));
+		if (dl != UINT64_MAX) {
+			if (dl == 0)
+				dl = 1;
+			its.it_value.tv_sec = (time_t)(dl / 1000000000ull);
+			its.it_value.tv_nsec = (long)(dl % 1000000000ull);
+		}
+		timerfd_settime(pg->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+		dl = UINT64_MAX;
+	}
+	/* backstop: look at least every 10 ms */
 	uint64_t now = emp__now(ep);
 	double after = dl > now ? (double)(dl - now) / 1e9 : 0.0;
+	if (after > 0.01)
+		after = 0.01;
+	ev_timer_stop(pg->loop, &pg->tm);
 	ev_timer_set(&pg->tm, after, 0.0);
 	ev_timer_start(pg->loop, &pg->tm);
 }
@@ -61,6 +79,15 @@ static void on_event(struct ev_loop *loop, struct emp_progress *pg)
 }
 
 static void io_cb(struct ev_loop *loop, ev_io *w, int revents) { on_event(loop, w->data); }
+
+static void tio_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct emp_progress *pg = w->data;
+	uint64_t n;
+	if (read(pg->tfd, &n, sizeof(n)) < 0)
+		n = 0;
+	on_event(loop, pg);
+}
 static void tm_cb(struct ev_loop *loop, ev_timer *w, int revents) { on_event(loop, w->data); }
 static void kick_cb(struct ev_loop *loop, ev_async *w, int revents) { on_event(loop, w->data); }
 static void stop_cb(struct ev_loop *loop, ev_async *w, int revents) { ev_break(loop, EVBREAK_ALL); }
@@ -91,6 +118,12 @@ int emp__progress_start(struct emp_endpoint *ep)
 	}
 	int fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
 	pg->fd = fd;
+	pg->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (pg->tfd >= 0) {
+		ev_io_init(&pg->tio, tio_cb, pg->tfd, EV_READ);
+		pg->tio.data = pg;
+		ev_io_start(pg->loop, &pg->tio);
+	}
 	ev_init(&pg->tm, tm_cb);
 	pg->tm.data = pg;
 	if (fd >= 0) {
@@ -109,6 +142,8 @@ int emp__progress_start(struct emp_endpoint *ep)
 	ep->prog = pg;
 	if (pthread_create(&pg->thr, NULL, run, pg)) {
 		ev_loop_destroy(pg->loop);
+		if (pg->tfd >= 0)
+			close(pg->tfd);
 		free(pg);
 		ep->prog = NULL;
 		emp__set_error("emp: cannot start the progress thread");
@@ -129,6 +164,8 @@ void emp__progress_stop(struct emp_endpoint *ep)
 	ev_async_send(pg->loop, &pg->stop);
 	pthread_join(pg->thr, NULL);
 	ev_loop_destroy(pg->loop);
+	if (pg->tfd >= 0)
+		close(pg->tfd);
 	free(pg);
 	ep->prog = NULL;
 }

@@ -1,0 +1,229 @@
+/* test_libemp.c: the host API with real threads and real time: progress thread, wait/wait-any/timeouts, hooks, open errors. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "runner.h"
+#include "harness.h"
+#include "../../libemp/internal.h"
+
+struct pair {
+	struct emp_sim_wire *wire;
+	struct emp_conf conf;
+	emp_endpoint_t *ep[2];
+	uint8_t mac[2][6];
+};
+
+static uint64_t rclock(void *arg) { return emp_now_ns(); }
+
+static void pair_open(struct pair *p, int progress_thread)
+{
+	struct emp_sim_faults f = { .seed = 3, .delay_ns = 2000 };
+	memset(p, 0, sizeof(*p));
+	CHECK(emp_sim_wire_create(&p->wire, &f, rclock, NULL) == 0);
+	emp_conf_defaults(&p->conf);
+	p->conf.npeers = 2;
+	p->conf.peers = calloc(2, sizeof(*p->conf.peers));
+	for (int i = 0; i < 2; i++) {
+		uint8_t m[6] = { 2, 0, 0, 0, 1, (uint8_t)(i + 1) };
+		memcpy(p->mac[i], m, 6);
+		memcpy(p->conf.peers[i].mac, m, 6);
+		snprintf(p->conf.peers[i].name, sizeof(p->conf.peers[i].name), "n%d", i);
+		p->conf.peers[i].ip = (uint32_t)(0x0a000101 + i);
+	}
+	for (int i = 0; i < 2; i++) {
+		struct emp_open_opts o = { .conf = &p->conf, .driver = "sim", .endpoint = 1, .wire = p->wire,
+					   .mac = p->mac[i], .no_progress_thread = !progress_thread };
+		int rc = emp_open(&p->ep[i], &o);
+		CHECK_MSG(rc == 0, "emp_open: %d %s", rc, emp_last_error());
+	}
+}
+
+static void pair_close(struct pair *p)
+{
+	emp_close(p->ep[0]);
+	emp_close(p->ep[1]);
+	emp_sim_wire_destroy(p->wire);
+	emp_conf_free(&p->conf);
+}
+
+static emp_addr_t A(int h) { emp_addr_t a = { (uint16_t)h, 1 }; return a; }
+
+/* The progress thread completes a transfer while the application sleeps. */
+static void t_progress_thread(void)
+{
+	struct pair p;
+	pair_open(&p, 1);
+	char src[100000], dst[100000];
+	h_fill(src, sizeof(src), 9);
+	struct iovec si = { src, sizeof(src) }, di = { dst, sizeof(dst) };
+	emp_req_t *r, *s;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 1, &di, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 1, &si, 1, &s), 0);
+	for (int i = 0; i < 200 && (__atomic_load_n(&r->stat, __ATOMIC_ACQUIRE) != EMP_DS_DONE ||
+				    __atomic_load_n(&s->stat, __ATOMIC_ACQUIRE) != EMP_DS_DONE); i++)
+		usleep(5000);
+	/* nobody called into libemp: only the progress threads can have done this */
+	CHECK_EQ(r->stat, EMP_DS_DONE);
+	CHECK_EQ(s->stat, EMP_DS_DONE);
+	struct emp_status st;
+	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+	CHECK_EQ(st.result, (long long)sizeof(src));
+	CHECK(h_check(dst, sizeof(dst), 9));
+	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
+	pair_close(&p);
+}
+
+static void t_wait_timeout(void)
+{
+	struct pair p;
+	pair_open(&p, 1);
+	char b[8];
+	struct iovec di = { b, sizeof(b) };
+	emp_req_t *r;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 1, &di, 1, &r), 0);
+	uint64_t t0 = emp_now_ns();
+	CHECK_EQ(emp_wait(p.ep[1], r, &st, 30000000), 0);          /* 30 ms, nothing comes */
+	uint64_t el = emp_now_ns() - t0;
+	CHECK_MSG(el >= 30000000 && el < 1000000000, "waited %llu ns", (unsigned long long)el);
+	CHECK_EQ(emp_cancel(p.ep[1], r), 0);
+	CHECK_EQ(emp_wait(p.ep[1], r, &st, -1), 1);
+	CHECK_EQ(st.result, -ECANCELED);
+	pair_close(&p);
+}
+
+static int hook_calls;
+static void hook(void *arg) { __atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED); }
+
+static void t_wait_any_and_hook(void)
+{
+	struct pair p;
+	pair_open(&p, 1);
+	emp_set_completion_hook(p.ep[1], hook, &hook_calls);
+	char b[4][64], s[64] = "third";
+	emp_req_t *r[4], *sr;
+	struct emp_status st;
+	for (int i = 0; i < 4; i++) {
+		struct iovec di = { b[i], 64 };
+		CHECK_EQ(emp_post_recv(p.ep[1], A(0), (uint32_t)(10 + i), &di, 1, &r[i]), 0);
+	}
+	struct iovec si = { s, 6 };
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 12, &si, 1, &sr), 0);
+	int k = emp_wait_any(p.ep[1], r, 4, &st, 2000000000);
+	CHECK_EQ(k, 2);
+	CHECK_EQ(st.tag, 12);
+	CHECK(!strcmp(b[2], "third"));
+	CHECK(hook_calls >= 1);
+	CHECK_EQ(emp_wait(p.ep[0], sr, &st, 2000000000), 1);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			CHECK_EQ(emp_cancel(p.ep[1], r[i]), 0);
+	pair_close(&p);
+}
+
+/* Threads ping-pong on their own tags over one endpoint pair at once. */
+struct pp { struct pair *p; int side; uint32_t tag; int n; int ok; };
+
+static void *pp_thread(void *arg)
+{
+	struct pp *t = arg;
+	emp_endpoint_t *ep = t->p->ep[t->side];
+	emp_addr_t peer = A(!t->side);
+	uint32_t v = 0, got;
+	for (int i = 0; i < t->n; i++) {
+		struct iovec ri = { &got, 4 }, si = { &v, 4 };
+		emp_req_t *r, *s;
+		struct emp_status st;
+		if (emp_post_recv(ep, peer, t->tag, &ri, 1, &r))
+			return NULL;
+		if (t->side == 0 || i > 0) {
+			v = (uint32_t)i * 2 + (uint32_t)t->side;
+			if (emp_post_send(ep, peer, t->tag, &si, 1, &s) || emp_wait(ep, s, &st, 5000000000) != 1)
+				return NULL;
+		}
+		if (emp_wait(ep, r, &st, 5000000000) != 1 || st.result != 4)
+			return NULL;
+		if (t->side == 1 && i == 0) {
+			v = 1;
+			if (emp_post_send(ep, peer, t->tag, &si, 1, &s) || emp_wait(ep, s, &st, 5000000000) != 1)
+				return NULL;
+		}
+	}
+	t->ok = 1;
+	return NULL;
+}
+
+static void t_threads(void)
+{
+	struct pair p;
+	pair_open(&p, 1);
+	struct pp t[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		t[i] = (struct pp){ &p, i & 1, (uint32_t)(100 + i / 2), 300, 0 };
+		pthread_create(&th[i], NULL, pp_thread, &t[i]);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 4; i++)
+		CHECK_MSG(t[i].ok, "thread %d", i);
+	pair_close(&p);
+}
+
+static void t_open_errors(void)
+{
+	emp_endpoint_t *ep;
+	struct emp_open_opts o = { .conf_path = "/nonexistent/emp.conf", .driver = "sim" };
+	CHECK_EQ(emp_open(&ep, &o), -ENOENT);
+	CHECK(strstr(emp_last_error(), "/nonexistent/emp.conf"));
+	struct emp_conf c;
+	emp_conf_defaults(&c);
+	struct emp_open_opts o2 = { .conf = &c, .driver = "bogus" };
+	CHECK_EQ(emp_open(&ep, &o2), -EINVAL);
+	CHECK(strstr(emp_last_error(), "bogus"));
+	/* bad arguments come back as -EINVAL, not crashes */
+	struct pair p;
+	pair_open(&p, 0);
+	emp_req_t *r;
+	char b[4];
+	struct iovec io = { b, 4 };
+	emp_addr_t nohost = { 77, 1 };
+	CHECK_EQ(emp_post_send(p.ep[0], nohost, 1, &io, 1, &r), -EINVAL);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), EMP_ANY_TAG, &io, 1, &r), -EINVAL);
+	CHECK_EQ(emp_post_recv(p.ep[0], A(1), 1, &io, -1, &r), -EINVAL);
+	CHECK_EQ(emp_test(p.ep[0], (emp_req_t *)b, NULL), -EINVAL);
+	pair_close(&p);
+}
+
+/* Every descriptor in use: the next post says so, and works again once one is reaped. */
+static void t_descriptor_exhaustion(void)
+{
+	struct pair p;
+	pair_open(&p, 0);
+	uint32_t n = p.ep[1]->ndesc;
+	emp_req_t **rs = calloc(n, sizeof(*rs));
+	char b[4];
+	struct iovec io = { b, 4 };
+	for (uint32_t i = 0; i < n; i++)
+		CHECK_EQ(emp_post_recv(p.ep[1], A(0), 1, &io, 1, &rs[i]), 0);
+	emp_req_t *extra;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 1, &io, 1, &extra), -ENOBUFS);
+	CHECK_EQ(emp_cancel(p.ep[1], rs[0]), 0);
+	struct emp_status st;
+	CHECK_EQ(emp_test(p.ep[1], rs[0], &st), 1);
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 1, &io, 1, &extra), 0);
+	free(rs);
+	pair_close(&p);
+}
+
+static const struct emp_test tests[] = {
+	{ "libemp_progress_thread", t_progress_thread, 20 },
+	{ "libemp_wait_timeout_cancel", t_wait_timeout, 20 },
+	{ "libemp_wait_any_hook", t_wait_any_and_hook, 20 },
+	{ "libemp_threads", t_threads, 60 },
+	{ "libemp_open_errors", t_open_errors, 20 },
+	{ "libemp_descriptor_exhaustion", t_descriptor_exhaustion, 20 },
+};
+const struct emp_test_suite emp_suite_libemp = { "libemp", tests, sizeof(tests) / sizeof(tests[0]) };
