@@ -85,3 +85,79 @@ check: deps
 
 clean:
 	rm -rf $(B)
+
+# ---- preload: sockets over EMP (libempsock.so, emp-run, socket test programs) ----
+PRE_SRC  := $(filter-out preload/emp-run.c,$(sort $(wildcard preload/*.c)))
+PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)
+PRE_HDRS := $(wildcard preload/*.h)
+SOCK_PROGS := $(patsubst preload/tests/%.c,$(B)/tests/sock/%,$(sort $(wildcard preload/tests/*.c)))
+
+all: $(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS)
+
+$(B)/obj/preload/%.o: preload/%.c $(HDRS) $(PRE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ipreload $(CFLAGS) -c $< -o $@
+
+# The shim carries its own copy of the engine so that LD_PRELOAD needs one file.
+$(B)/lib/libempsock.so: $(PRE_OBJ) $(CORE_OBJ) preload/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,--version-script=preload/exports.map -o $@ $(PRE_OBJ) $(CORE_OBJ) $(LDLIBS)
+
+$(B)/bin/emp-run: preload/emp-run.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@
+
+$(B)/tests/sock/%: preload/tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@
+
+demo:
+	@bash scripts/demo
+# ---- end preload ----
+
+# ---- install: make install [PREFIX=/usr/local] [DESTDIR=] [SYSCONFDIR=/etc]; make uninstall ----
+# Installs libemp.so/.a (and libempsock.so, emp-run if built), the public
+# headers into $(INCLUDEDIR)/emp (pkg-config adds -I for it: #include <emp.h>),
+# libemp.pc, the commands of build/bin, the man pages and
+# $(SYSCONFDIR)/emp/emp.conf.example. The library itself reads
+# /etc/emp/emp.conf (or $EMP_CONF) whatever SYSCONFDIR is.
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+MANDIR       ?= $(PREFIX)/share/man
+SYSCONFDIR   ?= /etc
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALL      ?= install
+EMP_VERSION  ?= 0.1.0
+INST_HDRS    := libemp/emp.h libemp/stats.h firmware/fw.h firmware/proto.h conf/conf.h driver/driver.h
+INST_CMDS     = $(notdir $(TOOLS)) emp-run
+INST_MAN     := $(sort $(wildcard man/*.[135]))
+PC_SUBST      = -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(EMP_VERSION)|' \
+		-e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
+		-e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|'
+
+.PHONY: uninstall
+install: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/emp \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(SYSCONFDIR)/emp
+	$(INSTALL) -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 $(B)/lib/libemp.so $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 644 $(B)/lib/libemp.a $(DESTDIR)$(LIBDIR)/
+	if [ -f $(B)/lib/libempsock.so ]; then $(INSTALL) -m 755 $(B)/lib/libempsock.so $(DESTDIR)$(LIBDIR)/; fi
+	if [ -f $(B)/bin/emp-run ]; then $(INSTALL) -m 755 $(B)/bin/emp-run $(DESTDIR)$(BINDIR)/; fi
+	$(INSTALL) -m 644 $(INST_HDRS) $(DESTDIR)$(INCLUDEDIR)/emp/
+	sed $(PC_SUBST) libemp/libemp.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/libemp.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/libemp.pc
+	$(INSTALL) -m 644 conf/emp.conf.example $(DESTDIR)$(SYSCONFDIR)/emp/
+	for m in $(INST_MAN); do s=$${m##*.}; $(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s && \
+		$(INSTALL) -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/ || exit 1; done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INST_CMDS))
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libemp.so libemp.a libempsock.so)
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/emp/,$(notdir $(INST_HDRS)))
+	rm -f $(DESTDIR)$(PKGCONFIGDIR)/libemp.pc $(DESTDIR)$(SYSCONFDIR)/emp/emp.conf.example
+	for m in $(INST_MAN); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; done
+	rmdir $(DESTDIR)$(INCLUDEDIR)/emp $(DESTDIR)$(SYSCONFDIR)/emp 2>/dev/null || true
+# ---- end install ----

@@ -31,6 +31,8 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 		return;
 	}
 	emp__fc_update(fw, pe, h->credits);
+	pe->rx_frames++;
+	pe->rx_bytes += h->len;
 	fw->ctr.rx_acks++;
 	if (h->flags & EMP_F_NACK)
 		fw->ctr.rx_nacks++;

@@ -265,6 +265,30 @@ uint64_t emp__fw_mtu_mismatches(const struct emp_fw *fw, uint32_t *mtu)
 	return fw->ctr.mtu_mismatch;
 }
 
+uint32_t emp__fw_peers(const struct emp_fw *fw, struct emp_peer_info *out, uint32_t max)
+{
+	for (uint32_t i = 0; i < fw->npeers && i < max; i++) {
+		const struct peer *pe = &fw->peer[i];
+		struct emp_peer_info *o = &out[i];
+		o->host = pe->host;
+		o->ep = pe->ep;
+		o->tx_state = pe->tx_state;
+		o->rx_known = pe->rx_known;
+		o->remote_inc = pe->tx_remote_inc ? pe->tx_remote_inc : pe->rx_remote_inc;
+		o->inflight_frames = pe->inflight_frames;
+		o->inflight_msgs = pe->inflight_msgs;
+		o->credits = pe->credits;
+		o->srtt_ns = pe->srtt;
+		o->rto_ns = pe->rto;
+		o->tx_frames = pe->tx_frames;
+		o->tx_bytes = pe->tx_bytes;
+		o->rx_frames = pe->rx_frames;
+		o->rx_bytes = pe->rx_bytes;
+		o->retransmits = pe->retransmits;
+	}
+	return fw->npeers;
+}
+
 void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records)
 {
 	if (peers)

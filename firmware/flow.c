@@ -15,20 +15,23 @@ void emp__fc_update(struct emp_fw *fw, struct peer *pe, uint16_t credits)
 
 /* With flow control on, a message starts only while the receiver has
  * advertised receives for it; a starved sender probes once per RTO so it
- * learns when receives are posted again. Off: always (the thesis default). */
+ * learns when receives are posted again. A message still in flight to the
+ * receiver is such a probe already (its frames draw acks that carry the
+ * credits), so a new one starts only when none is. Off: always (the thesis
+ * default). */
 int emp__fc_may_start(struct emp_fw *fw, struct peer *pe, uint64_t now)
 {
 	if (!fw->cfg.flow_control || pe->credits > pe->unacked_starts)
 		return 1;
+	if (pe->fc_probe_at && now >= pe->fc_probe_at) {
+		pe->fc_probe_at = 0;
+		if (!pe->inflight_msgs)
+			return 1;
+	}
 	if (pe->fc_probe_at == 0) {
 		pe->fc_probe_at = now + fw->cfg.rto_ns;
 		emp__arm(fw, pe->fc_probe_at);
 		fw->ctr.fc_stalls++;
-		return 0;
-	}
-	if (now >= pe->fc_probe_at) {
-		pe->fc_probe_at = 0;
-		return 1;
 	}
 	return 0;
 }

@@ -150,6 +150,17 @@ int emp__fw_busy(const struct emp_fw *fw);
 void emp__fw_counters(const struct emp_fw *fw, struct emp_counters *c);
 /* Sessions opened with a peer of another MTU so far; *mtu gets the MTU then used. */
 uint64_t emp__fw_mtu_mismatches(const struct emp_fw *fw, uint32_t *mtu);
+/* One remote endpoint as the engine sees it (for empstat). */
+struct emp_peer_info {
+	uint16_t host, ep;
+	uint8_t tx_state, rx_known;        /* tx_state: 0 new, 1 hello sent, 2 up */
+	uint32_t remote_inc, inflight_frames, inflight_msgs, credits;
+	uint64_t srtt_ns, rto_ns;
+	uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes, retransmits;
+};
+/* Copies up to max peers in index order; returns how many exist. Read-only;
+ * the caller holds the engine lock. */
+uint32_t emp__fw_peers(const struct emp_fw *fw, struct emp_peer_info *out, uint32_t max);
 /* In-flight memory in use: live transfer records and peers. */
 void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records);
 

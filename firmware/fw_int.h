@@ -52,6 +52,7 @@ struct peer {
 	struct dlist txq;           /* REC_SEND_QUEUED, posting order */
 	struct dlist act;           /* REC_SEND_ACTIVE, msg id order */
 	struct dlist rxa;           /* REC_RECV_ACTIVE */
+	uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes, retransmits;  /* this peer's traffic */
 	int32_t hnext;              /* hash chain */
 	int32_t anext, aprev;       /* active-peer list */
 };
@@ -107,7 +108,7 @@ struct emp_fw {
 	unsigned tx_holdable;        /* frames in the batch that may wait for company */
 	uint64_t tx_hold_until;     /* 0: not holding */
 	struct emp_txframe txf[TXB_MAX];
-	struct { int32_t rec; uint32_t frame; } txmeta[TXB_MAX];
+	struct { int32_t rec, peer; uint32_t frame; } txmeta[TXB_MAX];
 	uint8_t txhdr[TXB_MAX][HDRBUF];
 	uint8_t *bounce;            /* [TXB_MAX][mtu] for frames with too many pieces */
 	struct emp_counters ctr;
@@ -131,6 +132,7 @@ struct hdr {
 	uint16_t flags, dst_ep, src_ep, session, credits;
 	uint32_t dst_inc, src_inc, msg_id;
 	int host;                   /* sender's route-table index */
+	uint32_t len;               /* whole frame */
 	const uint8_t *body;        /* after the common header */
 	uint32_t body_len;
 };

@@ -181,6 +181,7 @@ void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64
 	pe->tx_state = PTX_UP;
 	pe->hello_tries = 0;
 	pe->hello_deadline = 0;
+	emp__fc_update(fw, pe, h->credits);     /* the first word on its receives */
 	emp__peer_activate(fw, p);
 }
 
@@ -194,6 +195,12 @@ void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
 	}
 	fw->ctr.peer_restarts++;
 	tx_side_reset(fw, p, fw->now);
+	if (pe->rx_known && pe->rx_remote_inc != h->src_inc) {
+		/* its previous life's messages to us can never complete either; its
+		 * new life's HELLO is then a first contact, not a second restart */
+		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
+		pe->rx_known = 0;
+	}
 }
 
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h)

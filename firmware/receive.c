@@ -93,6 +93,8 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		return;
 	}
 	emp__fc_update(fw, pe, h->credits);
+	pe->rx_frames++;
+	pe->rx_bytes += h->len;
 	int32_t r = find(fw, &pe->rxa, h->msg_id);
 	if (r == NIL) {
 		if (seq_lt(h->msg_id, pe->match_next)) {
@@ -138,6 +140,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		x->src_host = pe->host;
 		x->src_ep = pe->ep;
 		emp__dl_push(fw, &pe->rxa, r);
+		emp__peer_activate(fw, p);          /* its delayed-ack timer lives on the active list */
 		pe->match_next++;
 	}
 	struct rec *x = &fw->rec[r];
@@ -234,6 +237,7 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 	h.credits = get16(c + 22);
 	h.msg_id = get32(c + 24);
 	h.body = c + EMP_HDR_LEN;
+	h.len = len;
 	/* Ethernet may pad short frames: the type says how long the frame is */
 	uint32_t avail = len - EMP_ETH_HLEN - EMP_HDR_LEN;
 	int64_t need = body_size(h.type, h.body, avail);

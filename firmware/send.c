@@ -34,6 +34,7 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 	f->hdr_len = EMP_ETH_HLEN + EMP_HDR_LEN + body_len;
 	f->npieces = 0;
 	fw->txmeta[i].rec = NIL;
+	fw->txmeta[i].peer = p;
 	fw->txmeta[i].frame = 0;
 	if (type == EMP_T_ACK) {
 		fw->ctr.tx_acks++;
@@ -120,7 +121,8 @@ static void start_messages(struct emp_fw *fw, int32_t p, uint64_t now)
 		x->nframes = x->len ? (uint32_t)((x->len + x->frag - 1) / x->frag) : 1;
 		x->cum = x->sent_hi = 0;
 		x->sack = x->rtx = 0;
-		x->rto = fw->cfg.rto_ns;
+		x->rto = pe->rto;                /* the peer's measured round trip */
+		x->probe_at = 0;
 		x->deadline = 0;
 		emp__dl_push(fw, &pe->act, r);
 		pe->inflight_msgs++;
@@ -142,8 +144,11 @@ static void pump_rec(struct emp_fw *fw, int32_t r, unsigned *budget, uint64_t no
 		if (frame >= x->sent_hi || (x->sack >> i & 1))
 			continue;
 		uint16_t fl = EMP_F_ACKREQ | (frame == x->nframes - 1 ? EMP_F_LAST : 0);
+		if (x->probe_at && frame == x->probe_frame)
+			x->probe_at = 0;         /* Karn: an ack of a resent frame times nothing */
 		tx_data(fw, r, frame, fl);
 		fw->ctr.retransmits++;
+		pe->retransmits++;
 		(*budget)--;
 		sent = 1;
 	}
@@ -158,6 +163,10 @@ static void pump_rec(struct emp_fw *fw, int32_t r, unsigned *budget, uint64_t no
 			fl |= EMP_F_LAST | EMP_F_ACKREQ;
 		if (frame == limit - 1 || pe->inflight_frames == fw->cfg.peer_window)
 			fl |= EMP_F_ACKREQ;
+		if (!x->probe_at) {              /* time the round trip of this frame */
+			x->probe_at = now ? now : 1;
+			x->probe_frame = frame;
+		}
 		tx_data(fw, r, frame, fl);
 		(*budget)--;
 		sent = 1;
@@ -193,9 +202,10 @@ void emp__tx_pump(struct emp_fw *fw, uint64_t now)
 	fw->pending_tx = 0;
 	if (fw->alist == NIL)
 		return;
-	int32_t p = fw->alist;
-	uint32_t n = fw->npeers;
-	for (uint32_t k = 0; k < n && fw->alist != NIL; k++) {
+	/* one pass over the circular list, head to tail; only the peer being
+	 * visited is ever removed, so the tail stays a valid stop mark */
+	int32_t p = fw->alist, last = fw->peer[p].aprev;
+	for (;;) {
 		struct peer *pe = &fw->peer[p];
 		int32_t next = pe->anext;
 		if (peer_idle(pe)) {
@@ -210,11 +220,9 @@ void emp__tx_pump(struct emp_fw *fw, uint64_t now)
 				return;
 			}
 		}
-		if (next == p || fw->alist == NIL)
+		if (p == last || fw->alist == NIL)
 			break;
 		p = next;
-		if (p == fw->alist)
-			break;
 	}
 }
 
@@ -261,6 +269,9 @@ void emp__tx_flush(struct emp_fw *fw)
 			bytes += f->piece[k].len;
 		fw->ctr.tx_frames++;
 		fw->ctr.tx_bytes += bytes;
+		struct peer *pe = &fw->peer[fw->txmeta[i].peer];
+		pe->tx_frames++;
+		pe->tx_bytes += bytes;
 	}
 	/* frames the device had no room for: data goes again next poll */
 	for (unsigned i = (unsigned)sent; i < n; i++) {

@@ -66,6 +66,8 @@ static int send_timeout(struct emp_fw *fw, int32_t p, struct rec *x, uint64_t no
 		return 1;
 	}
 	x->rto = min64(x->rto * 2, fw->cfg.rto_max_ns);
+	if (x->rto > fw->peer[p].rto)
+		fw->peer[p].rto = x->rto;      /* Karn: the backoff stays until a clean sample */
 	x->rtx |= sent_unacked(x);
 	x->deadline = now + x->rto;
 	return 0;

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "internal.h"
+#include "stats.h"
 
 _Static_assert(EMP_ECONNRESET == ECONNRESET && EMP_ETIMEDOUT == ETIMEDOUT && EMP_EINVAL == EINVAL &&
 	       EMP_EMSGSIZE == EMSGSIZE && EMP_ENOBUFS == ENOBUFS && EMP_EHOSTUNREACH == EHOSTUNREACH &&
@@ -232,6 +233,8 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	}
 	free(macs);                   /* the engine keeps its own copy */
 	ep->fwc.host_mac = NULL;
+	if (rc == 0)
+		emp__stats_publish(ep);      /* /dev/shm/emp.<pid>.<ep> for empstat */
 	const char *pe = getenv("EMP_PROGRESS_THREAD");
 	if (rc == 0 && !o->no_progress_thread && !(pe && pe[0] == '0'))
 		rc = emp__progress_start(ep);
@@ -249,6 +252,7 @@ void emp_close(emp_endpoint_t *ep)
 		return;
 	if (ep->prog)
 		emp__progress_stop(ep);
+	emp__stats_unpublish(ep);
 	if (ep->dev && ep->fw && ep->fw_ready) {
 		/* acks held back for a reply that will not come go out now */
 		pthread_mutex_lock(&ep->eng_lock);

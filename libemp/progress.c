@@ -7,6 +7,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 #include "internal.h"
+#include "stats.h"
 
 struct emp_progress {
 	struct emp_endpoint *ep;
@@ -139,6 +140,7 @@ int emp__progress_start(struct emp_endpoint *ep)
 	/* poll at least every 10 ms even if a wakeup is missed */
 	ev_timer_set(&pg->tm, 0.01, 0.0);
 	ev_timer_start(pg->loop, &pg->tm);
+	emp__stats_attach(ep, pg->loop);   /* statistics segment updates */
 	ep->prog = pg;
 	if (pthread_create(&pg->thr, NULL, run, pg)) {
 		ev_loop_destroy(pg->loop);

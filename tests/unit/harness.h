@@ -34,19 +34,23 @@ emp_addr_t h_addr(int host);
 int h_run(struct harness *h, int (*done)(void *arg), void *arg, uint64_t max_ns);
 /* Wait (in virtual time) for one request: 1 done with st, 0 timeout. */
 int h_wait(struct harness *h, int i, emp_req_t *r, struct emp_status *st, uint64_t max_ns);
+/* Like h_run, but only endpoint i is driven (the others are frozen). */
+int h_run_only(struct harness *h, int i, int (*done)(void *arg), void *arg, uint64_t max_ns);
 struct emp_counters h_ctr(struct harness *h, int i);
 void h_fill(void *buf, size_t len, uint32_t seed);
 int h_check(const void *buf, size_t len, uint32_t seed);
 
 /* ---- raw frames: build, inject and capture EMP frames on the wire ---- */
 
-/* A raw sim port (any MAC, in the config or not); closed by h_free. */
+/* A raw sim port (any MAC, in the config or not); closed by h_free. While
+ * the cluster runs, frames delivered to it are kept (up to 4096) for h_raw_recv. */
 void *h_raw_open(struct harness *h, const uint8_t mac[6]);
 /* Put len bytes on the wire from port (the frame names its own dst/src MACs). */
 void h_raw_send(struct harness *h, void *port, const void *frame, size_t len);
-/* Frames delivered to port by now: copies the first into buf (cap bytes);
- * returns how many were pending (all are released), 0 if none. */
-int h_raw_recv(struct harness *h, void *port, uint8_t *buf, size_t cap, uint32_t *len);
+/* Frames delivered to port by now, oldest first (all are taken): up to max
+ * are copied into out; returns how many there were. */
+struct h_raw_frame { uint32_t len; uint8_t b[9014]; };
+int h_raw_recv(struct harness *h, void *port, struct h_raw_frame *out, int max);
 
 struct h_frame {
 	uint8_t dst[6], src[6];
@@ -64,6 +68,8 @@ struct h_frame {
 };
 /* Encode f into buf (room for EMP_FRAME_MAX); returns the frame length. */
 size_t h_frame_build(const struct h_frame *f, uint8_t *buf);
+/* Decode a frame (payload points into b); 0, or -1 if too short for its type. */
+int h_frame_parse(const uint8_t *b, uint32_t len, struct h_frame *f);
 /* f as endpoint `from` would address `to` right now: MACs, EtherType,
  * version, endpoints, incarnations (as the engines hold them) and session
  * (DATA/HELLO: from's send session toward to; ACK: to's send session). */

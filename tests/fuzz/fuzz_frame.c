@@ -1,0 +1,305 @@
+/* fuzz_frame.c: libFuzzer target for the engine's frame parser and protocol state: arbitrary frames fed
+ * to emp__fw_frame() of an engine over a null driver, after a prelude that sets up sessions and transfers. */
+#include "fw_int.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Input:
+ *   byte 0  prelude: bit0 a HELLO from host 1 (so its DATA is in session),
+ *           bit1 receives posted (exact, wildcard, small, scattered),
+ *           bit2 sends posted to host 1 and its HELLO_ACK fed (so ACKs find
+ *           messages), bit3 checksums, bit4 flow control, bit5 ack_every 1,
+ *           bit6 window 8, bit7 MTU 9000
+ *   then records: ctrl, len_hi, len_lo, len bytes of frame (clipped to what is left)
+ *   ctrl bit0 fix Ethernet header and version; bit1 fix endpoints, incarnations
+ *        and session; bit2 fix the checksum (when the frame's CSUM flag is set);
+ *        bit3 let time pass after the frame ((bits 4-5) + 1 half-RTOs) and poll;
+ *        bit6 source host 2 instead of 1; bit7 not a frame: a mailbox action
+ *        (len_lo: descriptor; len_hi bit0: cancel, else repost if done)
+ */
+
+#define NDESC    32
+#define NHOSTS   3
+#define REMOTE_INC 0x01234567u
+#define REMOTE_SESSION 0x2222
+#define OWN_INC  0x0badcafeu
+
+static const uint8_t macs[NHOSTS][6] = {
+	{ 0x02, 0, 0, 0, 0, 0x10 }, { 0x02, 0, 0, 0, 0, 0x11 }, { 0x02, 0, 0, 0, 0, 0x12 },
+};
+
+static uint64_t sink;
+
+static int null_tx(void *priv, const struct emp_txframe *f, unsigned n)
+{
+	/* read every byte the engine hands over, so that a bad gather shows */
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t s = 0;
+		for (uint32_t k = 0; k < f[i].hdr_len; k++)
+			s += f[i].hdr[k];
+		if (f[i].npieces > EMP_TX_PIECES)
+			abort();
+		for (uint32_t p = 0; p < f[i].npieces; p++) {
+			const uint8_t *b = f[i].piece[p].p;
+			if (f[i].piece[p].len)
+				s += b[0] + b[f[i].piece[p].len - 1];
+		}
+		sink += s;
+	}
+	return (int)n;
+}
+static int null_rx(void *priv, struct emp_rxframe *f, unsigned max) { return 0; }
+static void null_release(void *priv, unsigned n) {}
+static const struct emp_driver_ops null_ops = {
+	.name = "null", .tx_burst = null_tx, .rx_burst = null_rx, .rx_release = null_release,
+};
+
+static struct emp_fw *fw;
+static size_t fwsize;
+static struct emp_desc desc[NDESC];
+static struct emp_mailbox mb;
+static uint32_t ring[64];
+static uint8_t *rbuf[8];                 /* exact-size heap buffers: ASan sees any overrun */
+static const size_t rlen[8] = { 0, 1, 100, 1456, 5000, 70000, 3000, 20 };
+static uint8_t *sbuf;
+static uint64_t now;
+static struct emp_fw_config cfg;
+
+static void setup_once(void)
+{
+	if (fw)
+		return;
+	struct emp_fw_config c;
+	emp__fw_config_defaults(&c);
+	c.ndesc = NDESC;
+	c.max_peers = 8;
+	c.nhosts = NHOSTS;
+	c.host_mac = macs;
+	c.mtu = 9000;
+	fwsize = emp__fw_memsize(&c);
+	fw = aligned_alloc(64, (fwsize + 63) & ~(size_t)63);
+	for (int i = 0; i < 8; i++)
+		rbuf[i] = malloc(rlen[i] ? rlen[i] : 1);
+	sbuf = malloc(200000);
+	for (int i = 0; i < 200000; i++)
+		sbuf[i] = (uint8_t)(i * 7);
+	if (!fw || !sbuf)
+		abort();
+}
+
+static void mb_post(uint32_t v)
+{
+	mb.ring[mb.head & mb.mask] = v;
+	mb.head++;
+	emp__fw_mailbox(fw, now);
+}
+
+static void post(uint32_t i, uint8_t op, uint16_t host, uint32_t tag, int nsg, const uint8_t *const *base,
+		 const size_t *len)
+{
+	struct emp_desc *d = &desc[i];
+	memset(d, 0, sizeof(*d));
+	d->op = op;
+	d->host = host;
+	d->ep = host == EMP_ANY_HOST ? EMP_ANY_EP : 1;
+	d->tag = tag;
+	d->nsg = (uint16_t)nsg;
+	d->sg = d->sg_inline;
+	for (int k = 0; k < nsg; k++) {
+		d->sg_inline[k].base = (void *)base[k];
+		d->sg_inline[k].len = len[k];
+		d->len += len[k];
+	}
+	d->stat = EMP_DS_POSTED;
+	mb_post(i);
+}
+
+static void put16b(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static void put32b(uint8_t *p, uint32_t v) { put16b(p, (uint16_t)(v >> 16)); put16b(p + 2, (uint16_t)v); }
+
+static uint16_t our_session(void)
+{
+	int32_t p = emp__peer_get(fw, 1, 1, 0);
+	return p == NIL ? 0 : fw->peer[p].tx_session;
+}
+
+/* a well-formed HELLO or HELLO_ACK from host 1 */
+static void feed_hello(uint8_t type, uint16_t session, uint32_t dst_inc)
+{
+	uint8_t f[EMP_ETH_HLEN + EMP_HDR_LEN + EMP_HELLO_HDR_LEN];
+	memset(f, 0, sizeof(f));
+	memcpy(f, macs[0], 6);
+	memcpy(f + 6, macs[1], 6);
+	put16b(f + 12, EMP_ETHERTYPE_DEFAULT);
+	uint8_t *c = f + EMP_ETH_HLEN;
+	c[4] = EMP_PROTO_VERSION;
+	c[5] = type;
+	put16b(c + 8, 1);
+	put16b(c + 10, 1);
+	put32b(c + 12, dst_inc);
+	put32b(c + 16, REMOTE_INC);
+	put16b(c + 20, session);
+	put16b(c + 22, 4);
+	put32b(c + EMP_HDR_LEN, 1500);
+	emp__fw_frame(fw, f, sizeof(f), now);
+}
+
+static void check_invariants(void)
+{
+	uint32_t peers, recs;
+	emp__fw_usage(fw, &peers, &recs);
+	if (peers > cfg.max_peers || recs > cfg.ndesc)
+		abort();
+	uint32_t live = 0;
+	for (uint32_t i = 0; i < NDESC; i++) {
+		const struct emp_desc *d = &desc[i];
+		if (d->stat == EMP_DS_POSTED)
+			live++;
+		if (d->stat != EMP_DS_DONE)
+			continue;
+		/* a result is a length that fits, or one of the engine's errors */
+		if (d->result >= 0) {
+			if ((uint64_t)d->result > d->len)
+				abort();
+			if (d->op == EMP_OP_RECV && d->rlen != (uint64_t)d->result)
+				abort();
+		} else if (d->result != -EMP_EMSGSIZE && d->result != -EMP_ECANCELED &&
+			   d->result != -EMP_ECONNRESET && d->result != -EMP_ETIMEDOUT &&
+			   d->result != -EMP_EHOSTUNREACH && d->result != -EMP_EINVAL && d->result != -EMP_ENOBUFS) {
+			abort();
+		}
+	}
+	if (live != recs)
+		abort();                  /* every posted descriptor has a record, and only those */
+	struct emp_counters c;
+	emp__fw_counters(fw, &c);
+	if (c.msgs_received + c.recv_errors + c.msgs_sent + c.send_errors > 1000000)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	setup_once();
+	if (size < 1)
+		return 0;
+	uint8_t pre = data[0];
+	data++;
+	size--;
+	emp__fw_config_defaults(&cfg);
+	cfg.ndesc = NDESC;
+	cfg.max_peers = 8;
+	cfg.nhosts = NHOSTS;
+	cfg.host_mac = macs;
+	cfg.endpoint = 1;
+	cfg.incarnation = OWN_INC;
+	cfg.mtu = pre & 0x80 ? 9000 : 1500;
+	memcpy(cfg.mac, macs[0], 6);
+	cfg.checksum = !!(pre & 0x08);
+	cfg.flow_control = !!(pre & 0x10);
+	cfg.ack_every = pre & 0x20 ? 1 : 3;
+	cfg.window = pre & 0x40 ? 8 : 64;
+	memset(desc, 0, sizeof(desc));
+	memset(&mb, 0, sizeof(mb));
+	mb.ring = ring;
+	mb.mask = 63;
+	now = 1000000;
+	struct emp_fw_env env = { .ops = &null_ops, .dev = NULL, .desc = desc, .mb = &mb };
+	if (emp__fw_init(fw, fwsize, &cfg, &env) != 0)
+		abort();
+
+	if (pre & 0x01)
+		feed_hello(EMP_T_HELLO, REMOTE_SESSION, 0);
+	if (pre & 0x02) {
+		const uint8_t *b[4];
+		size_t l[4];
+		for (int i = 0; i < 6; i++) {
+			b[0] = rbuf[i + 1];
+			l[0] = rlen[i + 1];
+			post((uint32_t)i, EMP_OP_RECV, i == 3 ? EMP_ANY_HOST : 1, i == 4 ? EMP_ANY_TAG : (uint32_t)(i & 1),
+			     1, b, l);
+		}
+		b[0] = rbuf[0]; l[0] = 0;                 /* a receive in 4 pieces, one empty */
+		b[1] = rbuf[7]; l[1] = rlen[7];
+		b[2] = rbuf[2]; l[2] = rlen[2];
+		b[3] = rbuf[3]; l[3] = rlen[3];
+		post(6, EMP_OP_RECV, 2, 0, 4, b, l);
+	}
+	if (pre & 0x04) {
+		static const size_t sl[] = { 0, 10, 3000, 100000, 1457 };
+		for (int i = 0; i < 5; i++) {
+			const uint8_t *b[2] = { sbuf, sbuf + 150000 };
+			size_t l[2] = { sl[i] / 2, sl[i] - sl[i] / 2 };
+			post(8 + (uint32_t)i, EMP_OP_SEND, 1, (uint32_t)(i & 1), 2, b, l);
+		}
+		feed_hello(EMP_T_HELLO_ACK, our_session(), OWN_INC);
+		emp__fw_poll(fw, now);
+	}
+	check_invariants();
+
+	while (size >= 3) {
+		uint8_t ctrl = data[0];
+		uint32_t len = (uint32_t)data[1] << 8 | data[2];
+		data += 3;
+		size -= 3;
+		if (ctrl & 0x80) {
+			uint32_t i = data[-1] % NDESC;
+			struct emp_desc *d = &desc[i];
+			if (data[-2] & 1) {
+				if (d->stat == EMP_DS_POSTED)
+					mb_post(i | EMP_MB_CANCEL);
+			} else if (d->stat == EMP_DS_DONE && d->op) {
+				d->stat = EMP_DS_POSTED;      /* a persistent repost */
+				mb_post(i);
+			}
+			check_invariants();
+			continue;
+		}
+		if (len > size)
+			len = (uint32_t)size;
+		uint8_t *f = malloc(len ? len : 1);    /* exactly len bytes: over-reads are caught */
+		if (!f)
+			abort();
+		memcpy(f, data, len);
+		data += len;
+		size -= len;
+		uint8_t *c = f + EMP_ETH_HLEN;
+		int host = ctrl & 0x40 ? 2 : 1;
+		if ((ctrl & 0x01) && len >= EMP_ETH_HLEN + 5) {
+			memcpy(f, macs[0], 6);
+			memcpy(f + 6, macs[host], 6);
+			put16b(f + 12, EMP_ETHERTYPE_DEFAULT);
+			c[4] = EMP_PROTO_VERSION;
+		}
+		if ((ctrl & 0x02) && len >= EMP_ETH_HLEN + EMP_HDR_LEN) {
+			uint8_t type = c[5];
+			put16b(c + 8, 1);
+			put16b(c + 10, 1);
+			put32b(c + 12, OWN_INC);
+			put32b(c + 16, REMOTE_INC);
+			put16b(c + 20, type == EMP_T_ACK || type == EMP_T_HELLO_ACK ? our_session() : REMOTE_SESSION);
+		}
+		if ((ctrl & 0x04) && len >= EMP_ETH_HLEN + EMP_HDR_LEN && (c[7] & EMP_F_CSUM))
+			put32b(c, emp__crc32c(0, c + 4, len - EMP_ETH_HLEN - 4));
+		emp__fw_frame(fw, f, len, now);
+		free(f);
+		if (ctrl & 0x08) {
+			now += (uint64_t)(((ctrl >> 4) & 3) + 1) * (cfg.rto_ns / 2);
+			emp__fw_poll(fw, now);
+		}
+		check_invariants();
+	}
+	/* let every timer run out: retransmissions, hello retries, return-to-sender */
+	for (int k = 0; k < 40; k++) {
+		uint64_t d = emp__fw_next_deadline(fw);
+		if (d == UINT64_MAX)
+			break;
+		now = d > now ? d : now + 1;
+		emp__fw_poll(fw, now);
+		check_invariants();
+	}
+	return 0;
+}
