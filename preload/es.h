@@ -1,0 +1,204 @@
+/* es.h: internal interfaces of libempsock.so (sockets over EMP): real calls, fd table, sockets, streams. */
+#ifndef EMP_ES_H
+#define EMP_ES_H
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "conf.h"
+#include "emp.h"
+
+/* ---- real libc functions (init.c) ---- */
+struct es_real {
+	int (*socket)(int, int, int);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
+	int (*listen)(int, int);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*sendfile64)(int, int, off_t *, size_t);
+	int (*close)(int);
+	int (*shutdown)(int, int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+	int (*epoll_create)(int);
+	int (*epoll_create1)(int);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	int (*fcntl)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
+	int (*setsockopt)(int, int, int, const void *, socklen_t);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	int (*getsockname)(int, struct sockaddr *, socklen_t *);
+	int (*getpeername)(int, struct sockaddr *, socklen_t *);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	pid_t (*fork)(void);
+	int (*execve)(const char *, char *const[], char *const[]);
+};
+extern struct es_real es__real;
+#define R_(fn) (es__real.fn ? es__real.fn : (es__resolve(), es__real.fn))
+void es__resolve(void);
+
+/* Re-entrancy guard: nonzero while this thread is inside the shim or libemp;
+ * every wrapper then passes straight through. */
+extern __thread int es__tl_in __attribute__((tls_model("initial-exec")));
+
+/* Process-wide settings (init.c). */
+struct es_global {
+	int conf_loaded;                 /* 1 config parsed, -1 none/unusable */
+	struct emp_conf conf;
+	int strict;
+	int neg_ms;                      /* negotiation bound per side */
+	unsigned nbufs, bufsz;           /* receive buffers per connection, payload bytes each */
+	unsigned spin_us;
+	int debug;
+	emp_endpoint_t *ep;              /* opened on first EMP connection */
+	int ep_failed;
+	unsigned gen;                    /* bumped in every forked child */
+	pthread_mutex_t lock;
+};
+extern struct es_global es__g;
+int es__conf(void);                           /* 1 if a config is loaded */
+emp_endpoint_t *es__engine(void);             /* opens once; NULL on failure */
+void es__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void es__dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int64_t es__now_ns(void);
+int es__tl_efd(void);                         /* this thread's wake eventfd */
+
+/* ---- sockets (fdtable.c) ---- */
+enum es_state {
+	ES_CAND = 1,      /* AF_INET stream, not yet connected/accepted, or listening */
+	ES_CONNECTING,    /* non-blocking connect to a configured peer in progress */
+	ES_PENDING,       /* connected/accepted to a peer, negotiation not yet run */
+	ES_EMP,           /* data over EMP */
+	ES_FAILED,        /* strict mode: negotiation failed; every call errors */
+	ES_FOREIGN,       /* EMP connection inherited across fork: belongs to the parent */
+};
+
+struct es_waiter {
+	int efd;
+	struct es_waiter *next, *prev;
+};
+
+struct es_epreg;
+struct es_conn;
+
+struct es_sock {
+	int kind;                        /* ES_KIND_SOCK */
+	pthread_mutex_t lock;
+	atomic_int dirty;                /* completions to look at; set when lock was busy */
+	int state;
+	int refs;                        /* fds pointing here */
+	int kfd;                         /* one of those fds (the kernel socket) */
+	int nonblock;
+	int server;                      /* PENDING: 1 accepted, 0 connected */
+	int linger0;
+	int64_t rcvtimeo_ns, sndtimeo_ns;   /* 0 = none */
+	int udp;                         /* client: side-channel socket, or -1 */
+	struct sockaddr_in local, remote;
+	int err;                         /* sticky error for FAILED */
+	struct es_conn *c;               /* EMP state (ES_EMP) */
+	int nfd;                         /* eventfd written on every change (epoll) */
+	int nepregs;
+	struct es_epreg *epregs;         /* registrations in app epoll sets */
+	struct es_waiter *waiters;
+	unsigned gen;
+	int orphan;                      /* closed by the app; a lingering connection frees it */
+};
+#define ES_KIND_SOCK 1
+#define ES_KIND_EPSET 2
+
+void *es__fd_get(int fd);                     /* raw table entry */
+struct es_sock *es__sock(int fd);             /* entry if it is a socket */
+void es__fd_set(int fd, void *obj);
+struct es_sock *es__sock_new(int fd, int state);
+void es__sock_unref_fd(int fd, struct es_sock *s); /* table entry dropped; frees on last */
+void es__sock_lock(struct es_sock *s);
+void es__sock_unlock(struct es_sock *s);     /* runs deferred completion work first */
+int es__fd_max(void);
+void es__fd_foreach(void (*fn)(int fd, void *obj, void *arg), void *arg);
+void es__fd_lock(void);
+void es__fd_unlock(void);
+void es__fd_atfork_child(void);
+
+/* ---- negotiation (negotiate.c) ---- */
+/* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
+int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);
+/* After the kernel connection is up; 0 = decided (EMP or kernel), -1 = failed (errno set). */
+int es__neg_client(struct es_sock *s);
+int es__neg_server(struct es_sock *s);
+int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);
+int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
+/* Drive a PENDING/CONNECTING socket to a decision if possible; returns its state. */
+int es__settle(int fd, struct es_sock *s, int block);
+void es__drop_to_kernel(int fd, struct es_sock *s);
+void es__fail_strict(struct es_sock *s, int err, const char *why);
+
+/* ---- byte stream over EMP (stream.c) ---- */
+struct es_conn_params {
+	emp_addr_t peer;                 /* ep may be EMP_ANY_EP until known */
+	uint32_t rid;                    /* peer's connection id (0 until known) */
+	unsigned credits, psz;           /* peer's buffers and their size */
+};
+int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
+void es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
+int es__conn_send_hello(struct es_sock *s);
+int es__conn_hello_seen(struct es_sock *s);
+void es__conn_destroy(struct es_sock *s, int flush);
+uint32_t es__conn_lid(struct es_sock *s);
+void es__process(struct es_sock *s);          /* lock held */
+void es__process_all(void);
+/* readiness as poll bits; lock held */
+unsigned es__events(struct es_sock *s);
+void es__signal(struct es_sock *s);
+extern atomic_uint es__changes;          /* bumped by every es__signal */
+/* busy-poll the engine up to spin_us while *seq stays unchanged; 1 if it changed */
+int es__spin(unsigned seq0);
+ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags);
+ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int flags);
+int es__shutdown(struct es_sock *s, int how);
+int es__fionread(struct es_sock *s);
+int es__so_error(struct es_sock *s);
+void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RST */
+/* wait for a change on s (waiter + kernel fd); 1 woke, 0 timeout, -EINTR */
+int es__wait(struct es_sock *s, int64_t deadline_ns);
+void es__conn_atfork_child(void);
+void es__flush_all(void);
+
+/* ---- epoll (epoll.c) ---- */
+void es__ep_sock_gone(struct es_sock *s);    /* drop every registration of s */
+void es__ep_sock_switched(struct es_sock *s); /* state changed: re-home registrations */
+void es__epset_close(int fd, void *set);
+
+/* ---- poll/select (poll.c) ---- */
+int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask);
+
+#define ES_HDR 8                             /* per-message header on the data tag */
+#define ES_FIN 1u
+
+#endif

@@ -1,0 +1,174 @@
+/* fdtable.c: the fd -> socket/epoll-set table (one lock-free lookup per call) and socket objects' life and locks. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "es.h"
+
+static void *_Atomic *tab;
+static int tabn;
+static atomic_int hiwater;
+static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int tab_init(void)
+{
+	if (tab)
+		return 0;
+	pthread_mutex_lock(&tab_lock);
+	if (!tab) {
+		struct rlimit rl;
+		long n = 65536;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+		    (long)rl.rlim_max > n)
+			n = (long)rl.rlim_max;
+		if (n > (1l << 20))
+			n = 1l << 20;
+		void *p = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p != MAP_FAILED) {
+			tabn = (int)n;
+			__atomic_store_n(&tab, p, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&tab_lock);
+	return tab ? 0 : -1;
+}
+
+void *es__fd_get(int fd)
+{
+	void *_Atomic *t = __atomic_load_n(&tab, __ATOMIC_ACQUIRE);
+	if (!t || fd < 0 || fd >= tabn)
+		return NULL;
+	return atomic_load_explicit(&t[fd], memory_order_acquire);
+}
+
+struct es_sock *es__sock(int fd)
+{
+	struct es_sock *s = es__fd_get(fd);
+	return s && s->kind == ES_KIND_SOCK ? s : NULL;
+}
+
+void es__fd_set(int fd, void *obj)
+{
+	if (tab_init() < 0 || fd < 0 || fd >= tabn)
+		return;
+	atomic_store_explicit(&tab[fd], obj, memory_order_release);
+	if (obj && fd >= atomic_load(&hiwater))
+		atomic_store(&hiwater, fd + 1);
+}
+
+int es__fd_max(void)
+{
+	return atomic_load(&hiwater);
+}
+
+void es__fd_foreach(void (*fn)(int fd, void *obj, void *arg), void *arg)
+{
+	int n = es__fd_max();
+	for (int fd = 0; fd < n; fd++) {
+		void *o = es__fd_get(fd);
+		if (o)
+			fn(fd, o, arg);
+	}
+}
+
+void es__fd_lock(void)
+{
+	pthread_mutex_lock(&tab_lock);
+}
+
+void es__fd_unlock(void)
+{
+	pthread_mutex_unlock(&tab_lock);
+}
+
+struct es_sock *es__sock_new(int fd, int state)
+{
+	if (tab_init() < 0 || fd < 0 || fd >= tabn)
+		return NULL;
+	struct es_sock *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->kind = ES_KIND_SOCK;
+	pthread_mutex_init(&s->lock, NULL);
+	s->state = state;
+	s->refs = 1;
+	s->kfd = fd;
+	s->udp = -1;
+	s->nfd = -1;
+	s->gen = es__g.gen;
+	es__fd_set(fd, s);
+	return s;
+}
+
+/* fd no longer refers to s (closed or overwritten); the kernel fd itself is the caller's. */
+void es__sock_unref_fd(int fd, struct es_sock *s)
+{
+	pthread_mutex_lock(&tab_lock);
+	if (es__fd_get(fd) == s)
+		es__fd_set(fd, NULL);
+	int last = --s->refs <= 0;
+	if (!last && s->kfd == fd) {
+		int n = es__fd_max();
+		for (int i = 0; i < n; i++)
+			if (es__fd_get(i) == s) {
+				s->kfd = i;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&tab_lock);
+	if (!last)
+		return;
+	es__ep_sock_gone(s);
+	s->kind = 0;
+	s->orphan = 1;
+	if (s->udp >= 0)
+		R_(close)(s->udp);
+	s->udp = -1;
+	if (s->nfd >= 0)
+		R_(close)(s->nfd);
+	s->nfd = -1;
+	if (s->c)
+		es__conn_destroy(s, !s->linger0 && s->state == ES_EMP);
+	if (!s->c)   /* else a lingering connection owns it now */
+		free(s);
+}
+
+void es__sock_lock(struct es_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+}
+
+void es__sock_unlock(struct es_sock *s)
+{
+	for (;;) {
+		if (s->c && atomic_exchange(&s->dirty, 0)) {
+			es__process(s);
+			continue;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (!atomic_load(&s->dirty) || pthread_mutex_trylock(&s->lock))
+			return;
+	}
+}
+
+static void child_fix(int fd, void *o, void *arg)
+{
+	(void)fd; (void)arg;
+	struct es_sock *s = o;
+	if (s->kind != ES_KIND_SOCK)
+		return;
+	pthread_mutex_init(&s->lock, NULL);
+	s->waiters = NULL;
+	if (s->state == ES_EMP)
+		s->state = ES_FOREIGN;
+}
+
+void es__fd_atfork_child(void)
+{
+	pthread_mutex_init(&tab_lock, NULL);
+	es__fd_foreach(child_fix, NULL);
+}

@@ -1,0 +1,233 @@
+/* init.c: real-function resolution (dlsym RTLD_NEXT), re-entrancy guard, settings, the EMP endpoint, fork and exit hooks. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "es.h"
+
+struct es_real es__real;
+__thread int es__tl_in __attribute__((tls_model("initial-exec")));
+struct es_global es__g = { .lock = PTHREAD_MUTEX_INITIALIZER, .neg_ms = 500,
+			   .nbufs = 16, .bufsz = 65536 };
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int resolved;
+
+#define RES(fn) es__real.fn = dlsym(RTLD_NEXT, #fn)
+
+void es__resolve(void)
+{
+	if (atomic_load(&resolved))
+		return;
+	es__tl_in++;
+	pthread_mutex_lock(&resolve_lock);
+	if (!atomic_load(&resolved)) {
+		RES(socket); RES(connect); RES(bind); RES(listen); RES(accept); RES(accept4);
+		RES(read); RES(write); RES(readv); RES(writev); RES(send); RES(recv);
+		RES(sendto); RES(recvfrom); RES(sendmsg); RES(recvmsg); RES(sendfile);
+		RES(sendfile64); RES(close); RES(shutdown); RES(poll); RES(ppoll); RES(select);
+		RES(pselect); RES(epoll_create); RES(epoll_create1); RES(epoll_ctl);
+		RES(epoll_wait); RES(epoll_pwait); RES(fcntl); RES(ioctl); RES(setsockopt);
+		RES(getsockopt); RES(getsockname); RES(getpeername); RES(dup); RES(dup2);
+		RES(dup3); RES(fork); RES(execve);
+		atomic_store(&resolved, 1);
+	}
+	pthread_mutex_unlock(&resolve_lock);
+	es__tl_in--;
+}
+
+int64_t es__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void vlog(const char *pfx, const char *fmt, va_list ap)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof buf, "%s", pfx);
+	n += vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
+	if (n > (int)sizeof buf - 2)
+		n = sizeof buf - 2;
+	buf[n++] = '\n';
+	R_(write)(2, buf, n);
+}
+
+void es__log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("emp: ", fmt, ap);
+	va_end(ap);
+}
+
+void es__dbg(const char *fmt, ...)
+{
+	if (!es__g.debug)
+		return;
+	char pfx[48];
+	snprintf(pfx, sizeof pfx, "emp[%d]: ", (int)getpid());
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(pfx, fmt, ap);
+	va_end(ap);
+}
+
+static unsigned env_u(const char *name, unsigned def, unsigned lo, unsigned hi)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return def;
+	unsigned long x = strtoul(v, NULL, 0);
+	return x < lo ? lo : x > hi ? hi : (unsigned)x;
+}
+
+/* Loads the config on first use; 1 when EMP may be used at all. */
+int es__conf(void)
+{
+	if (es__g.conf_loaded)
+		return es__g.conf_loaded > 0;
+	es__tl_in++;
+	pthread_mutex_lock(&es__g.lock);
+	if (!es__g.conf_loaded) {
+		char err[256];
+		const char *s = getenv("EMP_STRICT");
+		es__g.strict = s && *s && strcmp(s, "0");
+		es__g.debug = env_u("EMP_SOCK_DEBUG", 0, 0, 9);
+		es__g.neg_ms = env_u("EMP_NEG_TIMEOUT_MS", 500, 5, 60000);
+		es__g.nbufs = env_u("EMP_SOCK_BUFS", 16, 2, 256);
+		es__g.bufsz = env_u("EMP_SOCK_BUFSZ", 65536, 1024, 1u << 20);
+		emp_conf_defaults(&es__g.conf);
+		int r = emp_conf_load(&es__g.conf, NULL, err, sizeof err);
+		if (r < 0) {
+			if (es__g.strict || getenv("EMP_CONF"))
+				es__log("%s; sockets stay on kernel TCP", err);
+			es__g.conf_loaded = -1;
+		} else {
+			es__g.spin_us = env_u("EMP_SPIN_US", es__g.conf.opt.spin_us, 0, 1000000);
+			es__g.conf_loaded = 1;
+		}
+	}
+	pthread_mutex_unlock(&es__g.lock);
+	es__tl_in--;
+	return es__g.conf_loaded > 0;
+}
+
+static void completion_hook(void *arg)
+{
+	(void)arg;
+	es__process_all();
+}
+
+emp_endpoint_t *es__engine(void)
+{
+	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
+	if (ep || es__g.ep_failed)
+		return ep;
+	if (!es__conf())
+		return NULL;
+	es__tl_in++;
+	pthread_mutex_lock(&es__g.lock);
+	if (!es__g.ep && !es__g.ep_failed) {
+		struct emp_open_opts o;
+		memset(&o, 0, sizeof o);
+		o.conf = &es__g.conf;
+		o.driver = "afpacket";
+		unsigned pid = (unsigned)getpid();
+		int r = -1;
+		for (int i = 0; i < 4 && r < 0; i++) {
+			o.endpoint = (uint16_t)(1024 + (pid + i * 7919u) % 60000u);
+			r = emp_open(&ep, &o);
+			if (r != -EADDRINUSE)
+				break;
+		}
+		if (r < 0) {
+			es__log("cannot open an EMP endpoint: %s; sockets stay on kernel TCP",
+				emp_last_error());
+			es__g.ep_failed = 1;
+		} else {
+			emp_set_completion_hook(ep, completion_hook, NULL);
+			__atomic_store_n(&es__g.ep, ep, __ATOMIC_RELEASE);
+			es__dbg("endpoint %u open, self host %d", o.endpoint, emp_self_host(ep));
+		}
+	}
+	pthread_mutex_unlock(&es__g.lock);
+	es__tl_in--;
+	return es__g.ep;
+}
+
+/* One eventfd per thread: blocked calls sleep on it, state changes write it. */
+static __thread int tl_efd = -1;
+static __thread unsigned tl_gen;
+
+static pthread_key_t tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+
+static void tl_gone(void *p)
+{
+	int fd = (int)(intptr_t)p - 1;
+	if (fd >= 0)
+		R_(close)(fd);
+}
+
+static void tl_key_init(void)
+{
+	pthread_key_create(&tl_key, tl_gone);
+}
+
+int es__tl_efd(void)
+{
+	if (tl_efd >= 0 && tl_gen == es__g.gen)
+		return tl_efd;
+	if (tl_efd >= 0)
+		R_(close)(tl_efd);
+	tl_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	tl_gen = es__g.gen;
+	pthread_once(&tl_once, tl_key_init);
+	pthread_setspecific(tl_key, (void *)(intptr_t)(tl_efd + 1));   /* closed at thread exit */
+	return tl_efd;
+}
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&es__g.lock);
+	es__fd_lock();
+}
+
+static void atfork_parent(void)
+{
+	es__fd_unlock();
+	pthread_mutex_unlock(&es__g.lock);
+}
+
+/* The child has no progress thread and must not use the parent's endpoint:
+ * it opens its own on demand; inherited EMP connections become FOREIGN. */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&es__g.lock, NULL);
+	es__g.ep = NULL;
+	es__g.ep_failed = 0;
+	es__g.gen++;
+	es__fd_atfork_child();
+	es__conn_atfork_child();
+}
+
+static void at_exit(void)
+{
+	if (es__g.ep)
+		es__flush_all();
+}
+
+__attribute__((constructor)) static void es_init(void)
+{
+	es__resolve();
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	atexit(at_exit);
+}

@@ -1,0 +1,276 @@
+/* io.c: the data calls: read/write/readv/writev/send/recv/sendto/recvfrom/sendmsg/recvmsg/sendfile and the __*_chk variants. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include "es.h"
+
+/* The EMP socket behind fd, after settling a pending negotiation; NULL = kernel. */
+static struct es_sock *emp_fd(int fd)
+{
+	if (es__tl_in)
+		return NULL;
+	struct es_sock *s = es__sock(fd);
+	if (!s || s->state == ES_CAND)
+		return NULL;
+	if (s->state == ES_PENDING || s->state == ES_CONNECTING) {
+		es__settle(fd, s, 1);
+		s = es__sock(fd);
+		if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)
+			return NULL;
+	}
+	return s;
+}
+
+/* FAILED / FOREIGN sockets: every data call errors */
+static ssize_t bad_state(struct es_sock *s)
+{
+	if (s->state == ES_FAILED) {
+		errno = s->err ? s->err : ECONNREFUSED;
+		return -1;
+	}
+	static int told;
+	if (!told++)
+		es__log("fd %d: EMP connection inherited across fork belongs to the parent process; "
+			"use it there (or close it here)", s->kfd);
+	errno = EIO;
+	return -1;
+}
+
+static ssize_t rx(struct es_sock *s, struct iovec *iov, int n, int flags)
+{
+	if (s->state != ES_EMP)
+		return bad_state(s);
+	int e = errno;
+	ssize_t r = es__recv(s, iov, n, flags);
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	errno = e;
+	return r;
+}
+
+static ssize_t tx(struct es_sock *s, const struct iovec *iov, int n, int flags)
+{
+	if (s->state != ES_EMP)
+		return bad_state(s);
+	int e = errno;
+	ssize_t r = es__send(s, iov, n, flags);
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	errno = e;
+	return r;
+}
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(read)(fd, buf, n);
+	struct iovec v = { buf, n };
+	return rx(s, &v, 1, 0);
+}
+
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		abort();
+	return read(fd, buf, n);
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(write)(fd, buf, n);
+	struct iovec v = { (void *)buf, n };
+	return tx(s, &v, 1, 0);
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(readv)(fd, iov, n);
+	if (n < 0 || n > 1024) {
+		errno = EINVAL;
+		return -1;
+	}
+	return rx(s, (struct iovec *)iov, n, 0);
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(writev)(fd, iov, n);
+	if (n < 0 || n > 1024) {
+		errno = EINVAL;
+		return -1;
+	}
+	return tx(s, iov, n, 0);
+}
+
+ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(recv)(fd, buf, n, flags);
+	struct iovec v = { buf, n };
+	return rx(s, &v, 1, flags);
+}
+
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		abort();
+	return recv(fd, buf, n, flags);
+}
+
+ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(send)(fd, buf, n, flags);
+	struct iovec v = { (void *)buf, n };
+	return tx(s, &v, 1, flags);
+}
+
+static void peer_addr(struct es_sock *s, struct sockaddr *sa, socklen_t *len)
+{
+	if (!sa || !len)
+		return;
+	socklen_t l = *len < sizeof s->remote ? *len : sizeof s->remote;
+	memcpy(sa, &s->remote, l);
+	*len = sizeof s->remote;
+}
+
+ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *len)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(recvfrom)(fd, buf, n, flags, sa, len);
+	struct iovec v = { buf, n };
+	ssize_t r = rx(s, &v, 1, flags);
+	if (r >= 0)
+		peer_addr(s, sa, len);
+	return r;
+}
+
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+		       struct sockaddr *sa, socklen_t *len)
+{
+	if (n > buflen)
+		abort();
+	return recvfrom(fd, buf, n, flags, sa, len);
+}
+
+ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(sendto)(fd, buf, n, flags, sa, len);
+	/* a connected stream socket ignores the address (Linux: EISCONN only if given for
+	 * a non-TFO send; keep it simple and ignore it) */
+	struct iovec v = { (void *)buf, n };
+	return tx(s, &v, 1, flags);
+}
+
+ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(recvmsg)(fd, m, flags);
+	if (m->msg_iovlen > 1024) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	ssize_t r = rx(s, m->msg_iov, (int)m->msg_iovlen, flags);
+	if (r >= 0) {
+		if (m->msg_name)
+			peer_addr(s, m->msg_name, &m->msg_namelen);
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+	}
+	return r;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct es_sock *s = emp_fd(fd);
+	if (!s)
+		return R_(sendmsg)(fd, m, flags);
+	if (m->msg_iovlen > 1024) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return tx(s, m->msg_iov, (int)m->msg_iovlen, flags);
+}
+
+static ssize_t emp_sendfile(struct es_sock *s, int in, off_t *off, size_t count)
+{
+	size_t chunk = 256 * 1024, done = 0;
+	char *buf = malloc(chunk < count ? chunk : (count ? count : 1));
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (chunk > count)
+		chunk = count;
+	off_t pos = off ? *off : 0;
+	ssize_t ret = 0;
+	while (done < count) {
+		size_t want = count - done < chunk ? count - done : chunk;
+		ssize_t n = off ? pread(in, buf, want, pos) : R_(read)(in, buf, want);
+		if (n < 0) {
+			ret = done ? 0 : -1;
+			break;
+		}
+		if (n == 0)
+			break;
+		ssize_t w = tx(s, &(struct iovec){ buf, (size_t)n }, 1, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (!done) {
+				if (errno == EPIPE)
+					pthread_kill(pthread_self(), SIGPIPE);
+				ret = -1;
+			}
+			break;
+		}
+		done += (size_t)w;
+		pos += w;
+		if (!off && w < n)
+			lseek(in, w - n, SEEK_CUR);
+		if (w < n)
+			break;
+	}
+	free(buf);
+	if (off)
+		*off = pos;
+	return ret < 0 ? -1 : (ssize_t)done;
+}
+
+ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct es_sock *s = emp_fd(out);
+	if (!s)
+		return R_(sendfile)(out, in, off, count);
+	if (s->state != ES_EMP)
+		return bad_state(s);
+	return emp_sendfile(s, in, off, count);
+}
+
+ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	struct es_sock *s = emp_fd(out);
+	if (!s)
+		return R_(sendfile64)(out, in, off, count);
+	if (s->state != ES_EMP)
+		return bad_state(s);
+	return emp_sendfile(s, in, off, count);
+}

@@ -1,0 +1,352 @@
+/* sock.c: socket life calls: socket, connect, bind, listen, accept(4), close, shutdown, dup*, fcntl, ioctl, sockopts, names, execve. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "es.h"
+
+#define GUARD(fn, ...) do { if (es__tl_in) return R_(fn)(__VA_ARGS__); } while (0)
+
+int socket(int domain, int type, int proto)
+{
+	int fd = R_(socket)(domain, type, proto);
+	if (fd < 0 || es__tl_in || (domain != AF_INET && domain != AF_INET6) ||
+	    (type & 0xff) != SOCK_STREAM ||
+	    (proto && proto != IPPROTO_TCP))
+		return fd;
+	int e = errno;
+	if (es__conf()) {
+		struct es_sock *s = es__sock_new(fd, ES_CAND);
+		if (s)
+			s->nonblock = !!(type & SOCK_NONBLOCK);
+	}
+	errno = e;
+	return fd;
+}
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	GUARD(connect, fd, sa, len);
+	struct es_sock *s = es__sock(fd);
+	struct sockaddr_in to;
+	if (!s || s->state != ES_CAND || !sa)
+		return R_(connect)(fd, sa, len);
+	if (es__to_in(sa, len, &to) < 0) {
+		es__drop_to_kernel(fd, s);
+		return R_(connect)(fd, sa, len);
+	}
+	int p = es__neg_client_prepare(s, &to);
+	if (p < 0)
+		return -1;
+	if (p == 0) {
+		es__drop_to_kernel(fd, s);
+		return R_(connect)(fd, sa, len);
+	}
+	int r = R_(connect)(fd, sa, len);
+	int e = errno;
+	if (r == 0) {
+		s->state = ES_PENDING;
+		s->server = 0;
+		if (es__neg_client(s) < 0)
+			return -1;
+		errno = e;
+		return 0;
+	}
+	if (e == EINPROGRESS || e == EINTR || e == EALREADY) {
+		s->state = ES_CONNECTING;
+		es__ep_sock_switched(s);
+	} else {
+		es__drop_to_kernel(fd, s);
+	}
+	errno = e;
+	return r;
+}
+
+int bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	return R_(bind)(fd, sa, len);
+}
+
+int listen(int fd, int backlog)
+{
+	GUARD(listen, fd, backlog);
+	int r = R_(listen)(fd, backlog);
+	struct es_sock *s = es__sock(fd);
+	if (r == 0 && s && s->state == ES_CAND) {
+		int e = errno;
+		es__drop_to_kernel(fd, s);   /* accept() checks each connection itself */
+		errno = e;
+	}
+	return r;
+}
+
+static int accepted(int fd, int flags)
+{
+	struct sockaddr_in l, r;
+	int e = errno;
+	if (es__eligible_accept(fd, &l, &r)) {
+		struct es_sock *s = es__sock_new(fd, ES_PENDING);
+		if (s) {
+			s->server = 1;
+			s->local = l;
+			s->remote = r;
+			s->nonblock = !!(flags & SOCK_NONBLOCK);
+		}
+	}
+	errno = e;
+	return fd;
+}
+
+int accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	int r = R_(accept)(fd, sa, len);
+	if (r < 0 || es__tl_in || es__g.conf_loaded < 0)
+		return r;
+	return accepted(r, 0);
+}
+
+int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	int r = R_(accept4)(fd, sa, len, flags);
+	if (r < 0 || es__tl_in || es__g.conf_loaded < 0)
+		return r;
+	return accepted(r, flags);
+}
+
+int close(int fd)
+{
+	void *o = es__fd_get(fd);
+	if (!o || es__tl_in)
+		return R_(close)(fd);
+	int *kind = o;
+	if (*kind == ES_KIND_EPSET)
+		es__epset_close(fd, o);
+	else if (*kind == ES_KIND_SOCK)
+		es__sock_unref_fd(fd, o);
+	return R_(close)(fd);
+}
+
+int shutdown(int fd, int how)
+{
+	GUARD(shutdown, fd, how);
+	struct es_sock *s = es__sock(fd);
+	if (s && (s->state == ES_PENDING || s->state == ES_CONNECTING))
+		es__settle(fd, s, 1);
+	s = es__sock(fd);
+	if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)
+		return R_(shutdown)(fd, how);
+	if (s->state != ES_EMP) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		errno = EINVAL;
+		return -1;
+	}
+	return es__shutdown(s, how);
+}
+
+/* newfd now also refers to oldfd's object */
+static void alias(int oldfd, int newfd)
+{
+	void *o = es__fd_get(oldfd);
+	if (!o || newfd < 0 || newfd == oldfd)
+		return;
+	int *kind = o;
+	if (*kind != ES_KIND_SOCK)
+		return;
+	struct es_sock *s = o;
+	es__fd_lock();
+	s->refs++;
+	es__fd_set(newfd, s);
+	es__fd_unlock();
+}
+
+/* newfd is about to be closed implicitly by dup2/dup3 */
+static void drop_target(int oldfd, int newfd)
+{
+	void *o = es__fd_get(newfd);
+	if (!o || newfd == oldfd)
+		return;
+	if (*(int *)o == ES_KIND_EPSET)
+		es__epset_close(newfd, o);
+	else if (*(int *)o == ES_KIND_SOCK)
+		es__sock_unref_fd(newfd, o);
+}
+
+int dup(int fd)
+{
+	int r = R_(dup)(fd);
+	if (r >= 0 && !es__tl_in)
+		alias(fd, r);
+	return r;
+}
+
+int dup2(int fd, int nfd)
+{
+	GUARD(dup2, fd, nfd);
+	if (R_(fcntl)(fd, F_GETFD) < 0)
+		return -1;
+	drop_target(fd, nfd);
+	int r = R_(dup2)(fd, nfd);
+	if (r >= 0)
+		alias(fd, r);
+	return r;
+}
+
+int dup3(int fd, int nfd, int flags)
+{
+	GUARD(dup3, fd, nfd, flags);
+	if (fd != nfd && R_(fcntl)(fd, F_GETFD) >= 0)
+		drop_target(fd, nfd);
+	int r = R_(dup3)(fd, nfd, flags);
+	if (r >= 0)
+		alias(fd, r);
+	return r;
+}
+
+static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, uintptr_t arg)
+{
+	int r = real(fd, cmd, arg);
+	if (r < 0 || es__tl_in)
+		return r;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+		alias(fd, r);
+	} else if (cmd == F_SETFL) {
+		struct es_sock *s = es__sock(fd);
+		if (s)
+			s->nonblock = !!(arg & O_NONBLOCK);
+	}
+	return r;
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	uintptr_t arg = va_arg(ap, uintptr_t);
+	va_end(ap);
+	return do_fcntl(R_(fcntl), fd, cmd, arg);
+}
+
+static int (*real_fcntl64)(int, int, ...);
+int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	uintptr_t arg = va_arg(ap, uintptr_t);
+	va_end(ap);
+	if (!real_fcntl64) {
+		real_fcntl64 = dlsym(RTLD_NEXT, "fcntl64");
+		if (!real_fcntl64)
+			real_fcntl64 = R_(fcntl);
+	}
+	return do_fcntl(real_fcntl64, fd, cmd, arg);
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	struct es_sock *s = es__tl_in ? NULL : es__sock(fd);
+	if (s && req == FIONREAD) {
+		if (s->state == ES_PENDING || s->state == ES_CONNECTING)
+			es__settle(fd, s, 1);
+		s = es__sock(fd);
+		if (s && s->state == ES_EMP) {
+			*(int *)arg = es__fionread(s);
+			return 0;
+		}
+	}
+	int r = R_(ioctl)(fd, req, arg);
+	if (r == 0 && s && req == FIONBIO && (s = es__sock(fd)))
+		s->nonblock = !!*(int *)arg;
+	return r;
+}
+
+static int64_t tv_ns(const void *v, socklen_t len)
+{
+	if (len < sizeof(struct timeval))
+		return 0;
+	const struct timeval *tv = v;
+	return (int64_t)tv->tv_sec * 1000000000 + (int64_t)tv->tv_usec * 1000;
+}
+
+int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
+{
+	int r = R_(setsockopt)(fd, level, name, v, len);
+	struct es_sock *s;
+	if (r < 0 || es__tl_in || !(s = es__sock(fd)) || level != SOL_SOCKET)
+		return r;
+	if (name == SO_RCVTIMEO)
+		s->rcvtimeo_ns = tv_ns(v, len);
+	else if (name == SO_SNDTIMEO)
+		s->sndtimeo_ns = tv_ns(v, len);
+	else if (name == SO_LINGER && len >= sizeof(struct linger))
+		s->linger0 = ((const struct linger *)v)->l_onoff && !((const struct linger *)v)->l_linger;
+	return r;
+}
+
+int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
+{
+	GUARD(getsockopt, fd, level, name, v, len);
+	struct es_sock *s = es__sock(fd);
+	if (s && level == SOL_SOCKET && name == SO_ERROR) {
+		if (s->state == ES_PENDING || s->state == ES_CONNECTING)
+			es__settle(fd, s, 0);
+		s = es__sock(fd);
+		if (s && (s->state == ES_EMP || s->state == ES_FAILED) && v && len &&
+		    *len >= sizeof(int)) {
+			int e = 0;
+			if (s->state == ES_FAILED) {
+				e = s->err;
+				s->err = 0;
+			} else {
+				e = es__so_error(s);
+			}
+			*(int *)v = e;
+			*len = sizeof(int);
+			return 0;
+		}
+	}
+	return R_(getsockopt)(fd, level, name, v, len);
+}
+
+int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return R_(getsockname)(fd, sa, len);
+}
+
+int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return R_(getpeername)(fd, sa, len);
+}
+
+static void exec_check(int fd, void *o, void *arg)
+{
+	(void)arg;
+	struct es_sock *s = o;
+	if (s->kind != ES_KIND_SOCK || s->state != ES_EMP)
+		return;
+	int fl = R_(fcntl)(fd, F_GETFD);
+	if (fl >= 0 && !(fl & FD_CLOEXEC)) {
+		es__log("fd %d carries an EMP connection, which cannot cross exec; resetting it", fd);
+		struct linger lg = { 1, 0 };
+		R_(setsockopt)(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+		R_(shutdown)(fd, SHUT_RDWR);
+	}
+}
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	if (!es__tl_in)
+		es__fd_foreach(exec_check, NULL);
+	return R_(execve)(path, argv, envp);
+}

@@ -1,0 +1,434 @@
+/* stream.c: the byte stream over EMP messages, engine side: buffers, credits, send staging, FIN, completions, readiness, liveness. */
+/*
+ * Per connection each side posts R persistent receives of ES_HDR+S bytes with
+ * tag = its connection id (lid), and NCTRL small receives with tag lid|CTRL.
+ * The peer holds R credits; one data message consumes one credit and carries
+ * at most S payload bytes after an 8-byte header {credits returned, flags}.
+ * A slot is reposted when the application has read all of it; freed credits go
+ * back piggybacked on the next data message, or in a CTRL message once R/4
+ * have gathered with no data to carry them (at most one CTRL send in flight; the
+ * receiver reposts CTRL receives as soon as it sees them). Messages with one
+ * tag between one pair never overtake each other, so slots complete in posting
+ * order and the stream is the slots read in sequence. write() copies into send
+ * slots (appending to a staged slot not yet posted) and returns; staged slots
+ * are posted whenever credits exist, from whichever thread looks at the
+ * connection (the app, or libemp's progress thread via the completion hook).
+ * FIN is a flag on the last message. The kernel TCP connection stays open for
+ * liveness: its EOF/RST without an EMP FIN means the peer died (ECONNRESET).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "conn.h"
+
+struct es_sock *_Atomic es__reg[ES_MAX_CONNS];
+atomic_int es__reg_n, es__hook_active;
+pthread_mutex_t es__reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint next_lid;
+
+
+void es__set_err(struct es_conn *c, int e, int line)
+{
+	if (!c->err) {
+		c->err = e;
+		es__dbg("conn %u: error %d (stream.c:%d)", c->lid, e, line);
+	}
+}
+
+static int map_err(int64_t r)
+{
+	if (r == -ECANCELED)
+		return 0;
+	return ECONNRESET;
+}
+
+uint32_t es__conn_lid(struct es_sock *s) { return s->c ? s->c->lid : 0; }
+
+int es__post_recv(struct es_conn *c, uint64_t seq)
+{
+	int r = emp_start(c->ep, c->rreq[seq % c->R]);
+	if (r < 0)
+		set_err(c, ECONNRESET);
+	return r;
+}
+
+int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
+{
+	emp_endpoint_t *ep = es__engine();
+	if (!ep)
+		return -1;
+	struct es_conn *c = calloc(1, sizeof *c);
+	if (!c)
+		return -1;
+	c->s = s;
+	c->ep = ep;
+	c->gen = es__g.gen;
+	c->R = es__g.nbufs;
+	c->S = es__g.bufsz;
+	if (!atomic_load(&next_lid))
+		atomic_store(&next_lid, ((unsigned)getpid() * 2654435761u) & 0x3fffffffu);
+	do
+		c->lid = atomic_fetch_add(&next_lid, 1) & 0x7fffffffu;
+	while (!c->lid);
+	c->peer.host = host;
+	c->peer.ep = pep;
+	c->rbuf = malloc((size_t)c->R * (ES_HDR + c->S));
+	c->rreq = calloc(c->R, sizeof *c->rreq);
+	c->rlen = calloc(c->R, sizeof *c->rlen);
+	c->roff = calloc(c->R, sizeof *c->roff);
+	if (!c->rbuf || !c->rreq || !c->rlen || !c->roff)
+		goto fail;
+	emp_addr_t from = { host, pep };
+	es__tl_in++;
+	for (unsigned i = 0; i < c->R; i++) {
+		struct iovec v = { rslot(c, i), ES_HDR + c->S };
+		if (emp_recv_init(ep, from, c->lid, &v, 1, &c->rreq[i]) < 0 ||
+		    emp_start(ep, c->rreq[i]) < 0)
+			goto fail_in;
+	}
+	for (int i = 0; i < NCTRL; i++) {
+		struct iovec v = { c->cbuf[i], CTRL_SZ };
+		if (emp_recv_init(ep, from, c->lid | CTRL_TAG, &v, 1, &c->creq[i]) < 0 ||
+		    emp_start(ep, c->creq[i]) < 0)
+			goto fail_in;
+	}
+	es__tl_in--;
+	if (s->nfd < 0)
+		s->nfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_lock(&es__reg_lock);
+	int i;
+	for (i = 0; i < ES_MAX_CONNS && atomic_load(&es__reg[i]); i++)
+		;
+	if (i == ES_MAX_CONNS) {
+		pthread_mutex_unlock(&es__reg_lock);
+		es__tl_in++;
+		goto fail_in;
+	}
+	c->slot = i;
+	s->c = c;
+	atomic_store(&es__reg[i], s);
+	if (i >= atomic_load(&es__reg_n))
+		atomic_store(&es__reg_n, i + 1);
+	pthread_mutex_unlock(&es__reg_lock);
+	return 0;
+fail_in:
+	es__tl_in--;
+	c->slot = -1;
+	s->c = c;
+	es__conn_destroy(s, 0);
+	return -1;
+fail:
+	free(c->rbuf); free(c->rreq); free(c->rlen); free(c->roff); free(c);
+	return -1;
+}
+
+void es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nbufs, unsigned bufsz)
+{
+	struct es_conn *c = s->c;
+	c->peer.ep = pep;
+	c->rid = rid;
+	c->credits = nbufs;
+	c->PS = bufsz < c->S ? bufsz : c->S;
+	c->W = c->R;
+	c->sbuf = malloc((size_t)c->W * (ES_HDR + c->PS));
+	c->sreq = calloc(c->W, sizeof *c->sreq);
+	c->slen = calloc(c->W, sizeof *c->slen);
+	c->sdone = calloc(c->W, 1);
+	c->sfin = calloc(c->W, 1);
+	if (!c->sbuf || !c->sreq || !c->slen || !c->sdone || !c->sfin)
+		set_err(c, ENOMEM);
+	c->peer_known = 1;
+}
+
+void es__retire_head(struct es_conn *c)
+{
+	unsigned i = c->rh % c->R;
+	c->roff[i] = 0;
+	c->rlen[i] = 0;
+	es__post_recv(c, c->rh);
+	c->rh++;
+	c->to_return++;
+}
+
+static int send_ctrl(struct es_conn *c, uint32_t type)
+{
+	uint32_t *m = (uint32_t *)c->csbuf;
+	m[0] = type;
+	m[1] = c->to_return;
+	m[2] = m[3] = 0;
+	struct iovec v = { c->csbuf, CTRL_SZ };
+	int r = emp_post_send(c->ep, c->peer, c->rid | CTRL_TAG, &v, 1, &c->csend);
+	if (r < 0) {
+		c->csend = NULL;
+		set_err(c, ECONNRESET);
+		return -1;
+	}
+	c->to_return = 0;
+	return 0;
+}
+
+int es__conn_send_hello(struct es_sock *s)
+{
+	s->c->hello_want = 1;
+	es__process(s);
+	return s->c->err ? -1 : 0;
+}
+
+int es__conn_hello_seen(struct es_sock *s) { return s->c && s->c->hello_seen; }
+
+int es__can_stage(struct es_conn *c)
+{
+	if (!c->peer_known || c->fin_want)
+		return 0;
+	if (c->st > c->sp && !c->sfin[(c->st - 1) % c->W] && c->slen[(c->st - 1) % c->W] < c->PS)
+		return 1;
+	return c->st - c->sh < c->W;
+}
+
+/* post staged slots while credits last; stage FIN; return credits */
+void es__flush(struct es_conn *c)
+{
+	if (!c->peer_known || c->err)
+		return;
+	if (c->fin_want && !c->fin_staged) {
+		if (c->st > c->sp) {
+			c->sfin[(c->st - 1) % c->W] = 1;
+			c->fin_staged = 1;
+		} else if (c->st - c->sh < c->W) {
+			c->slen[c->st % c->W] = 0;
+			c->sfin[c->st % c->W] = 1;
+			c->st++;
+			c->fin_staged = 1;
+		}
+	}
+	while (c->sp < c->st && c->credits > 0) {
+		unsigned i = c->sp % c->W;
+		uint8_t *b = sslot(c, c->sp);
+		uint32_t cr = c->to_return;
+		uint16_t fl = c->sfin[i] ? ES_FIN : 0;
+		memcpy(b, &cr, 4);
+		memcpy(b + 4, &fl, 2);
+		memset(b + 6, 0, 2);
+		struct iovec v = { b, ES_HDR + c->slen[i] };
+		c->sdone[i] = 0;
+		if (emp_post_send(c->ep, c->peer, c->rid, &v, 1, &c->sreq[i]) < 0) {
+			set_err(c, ECONNRESET);
+			return;
+		}
+		c->to_return = 0;
+		c->credits--;
+		c->sp++;
+	}
+	/* credits are useless to a peer that has sent FIN: none after it (the
+	 * closing side relies on that to know when the peer has gone quiet) */
+	unsigned thresh = c->R / 4 ? c->R / 4 : 1;
+	if (c->csend)
+		return;
+	if (c->hello_want) {
+		if (send_ctrl(c, CT_HELLO) == 0)
+			c->hello_want = 0;
+	} else if (c->close_want) {
+		if (send_ctrl(c, CT_CLOSE) == 0)
+			c->close_want = 0;
+	} else if (c->to_return >= thresh && !c->rfin) {
+		send_ctrl(c, CT_CREDIT);
+	}
+}
+
+/* Look at every outstanding request of s; lock held. */
+void es__process(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	if (!c || c->gen != es__g.gen || c->leak)
+		return;
+	struct emp_status st;
+	int changed = 0, r;
+	es__tl_in++;
+	while (c->rc < c->rh + c->R) {
+		unsigned i = c->rc % c->R;
+		r = emp_test(c->ep, c->rreq[i], &st);
+		if (r == 0)
+			break;
+		changed = 1;
+		if (r < 0 || st.result < ES_HDR) {
+			if (r < 0 || st.result < 0)
+				set_err(c, r < 0 ? ECONNRESET : map_err(st.result));
+			if (c->err)
+				break;
+			es__post_recv(c, c->rc);   /* runt: ignore */
+			continue;
+		}
+		uint8_t *b = rslot(c, c->rc);
+		uint32_t cr;
+		uint16_t fl;
+		memcpy(&cr, b, 4);
+		memcpy(&fl, b + 4, 2);
+		c->credits += cr;
+		c->rlen[i] = (uint32_t)(st.result - ES_HDR);
+		c->roff[i] = 0;
+		c->rbytes += c->rlen[i];
+		if ((fl & ES_FIN) && !c->rfin) {
+			c->rfin = 1;
+			c->rfin_ns = es__now_ns();
+		}
+		c->rc++;
+	}
+	if (c->closing) {   /* nobody reads any more: discard, keep credits flowing */
+		while (c->rh < c->rc && c->rlen[c->rh % c->R]) {
+			es__retire_head(c);
+			changed = 1;
+		}
+		c->rbytes = 0;
+	}
+	/* empty non-FIN slots at the head (none are sent, but be safe) */
+	while (c->rh < c->rc && c->rlen[c->rh % c->R] == 0 && !c->rfin) {
+		es__post_recv(c, c->rh);
+		c->rh++;
+		c->to_return++;
+	}
+	for (int i = 0; i < NCTRL; i++) {
+		r = emp_test(c->ep, c->creq[i], &st);
+		if (r == 0)
+			continue;
+		changed = 1;
+		if (r < 0 || st.result < 0) {
+			if (r < 0 || st.result != -ECANCELED)
+				set_err(c, ECONNRESET);
+			continue;
+		}
+		uint32_t *m = (uint32_t *)c->cbuf[i];
+		c->last_ctrl_ns = es__now_ns();
+		if (st.result >= 8) {
+			if (m[0] == CT_HELLO)
+				c->hello_seen = 1;
+			if (m[0] == CT_CLOSE) {
+				c->peer_closed = 1;
+				c->fin_want = 1;
+			}
+			c->credits += m[1];
+		}
+		if (emp_start(c->ep, c->creq[i]) < 0)
+			set_err(c, ECONNRESET);
+	}
+	for (uint64_t q = c->sh; q < c->sp; q++) {
+		unsigned i = q % c->W;
+		if (c->sdone[i])
+			continue;
+		r = emp_test(c->ep, c->sreq[i], &st);
+		if (r == 0)
+			continue;
+		c->sdone[i] = 1;
+		if (r < 0 || st.result < 0)
+			set_err(c, ECONNRESET);
+	}
+	while (c->sh < c->sp && c->sdone[c->sh % c->W]) {
+		unsigned i = c->sh % c->W;
+		if (c->sfin[i])
+			c->fin_done = 1;
+		c->sdone[i] = 0;
+		c->sfin[i] = 0;
+		c->slen[i] = 0;
+		c->sh++;
+		changed = 1;
+	}
+	if (c->csend) {
+		r = emp_test(c->ep, c->csend, &st);
+		if (r != 0) {
+			c->csend = NULL;
+			if (r < 0 || st.result < 0)
+				set_err(c, ECONNRESET);
+		}
+	}
+	es__flush(c);
+	es__tl_in--;
+	if (changed) {
+		atomic_fetch_add(&c->seq, 1);
+		es__signal(s);
+	}
+}
+
+void es__process_all(void)
+{
+	atomic_fetch_add(&es__hook_active, 1);
+	int n = atomic_load(&es__reg_n);
+	for (int i = 0; i < n; i++) {
+		struct es_sock *s = atomic_load(&es__reg[i]);
+		if (!s)
+			continue;
+		atomic_store(&s->dirty, 1);
+		if (pthread_mutex_trylock(&s->lock) == 0)
+			es__sock_unlock(s);
+	}
+	atomic_fetch_sub(&es__hook_active, 1);
+}
+
+atomic_uint es__changes;
+
+int es__spin(unsigned seq0)
+{
+	if (!es__g.spin_us || !es__g.ep)
+		return 0;
+	int64_t end = es__now_ns() + es__g.spin_us * 1000ll;
+	while (es__now_ns() < end) {
+		if (atomic_load(&es__changes) != seq0)
+			return 1;
+		emp_progress(es__g.ep);
+	}
+	return atomic_load(&es__changes) != seq0;
+}
+
+void es__signal(struct es_sock *s)
+{
+	uint64_t one = 1;
+	atomic_fetch_add(&es__changes, 1);
+	if (s->nfd >= 0 && s->nepregs)
+		R_(write)(s->nfd, &one, 8);
+	for (struct es_waiter *w = s->waiters; w; w = w->next)
+		R_(write)(w->efd, &one, 8);
+}
+
+/* Kernel connection: EOF or RST means the peer's process is gone or aborted. */
+void es__kernel_check(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	if (!c || c->kdead)
+		return;
+	char b;
+	ssize_t n = R_(recv)(s->kfd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		return;
+	int e = n < 0 ? errno : 0;
+	es__process(s);
+	c->kdead = 1;
+	if (e || !c->rfin)
+		set_err(c, ECONNRESET);
+	es__dbg("fd %d: kernel connection %s (EMP FIN %s)", s->kfd, e ? "reset" : "closed",
+		c->rfin ? "seen" : "missing");
+	atomic_fetch_add(&c->seq, 1);
+	es__signal(s);
+}
+
+unsigned es__events(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	if (!c)
+		return 0;
+	unsigned ev = 0;
+	if (c->rbytes || c->rfin || c->shut_rd || c->err || c->kdead)
+		ev |= POLLIN;
+	if (es__can_stage(c) || c->err || c->kdead || c->shut_wr || c->peer_closed)
+		ev |= POLLOUT;
+	if (c->rfin || c->kdead)
+		ev |= POLLRDHUP;
+	if (c->kdead || (c->rfin && c->fin_done))
+		ev |= POLLHUP;
+	if (c->err && !c->err_told)
+		ev |= POLLERR;
+	return ev;
+}
+

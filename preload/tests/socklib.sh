@@ -1,0 +1,19 @@
+# socklib.sh: helpers for the t_sock_* namespace tests (sourced after tests/ns/lib.sh).
+SOCKT=$ROOT/build/tests/sock/sockt
+ER=$BIN/emp-run
+T=$(mktemp -d /tmp/emp-sock-XXXX)
+[ -x "$SOCKT" ] && [ -x "$ER" ] && [ -f "$ROOT/build/lib/libempsock.so" ] || fail "build first (make)"
+# wait_port N PORT: until something listens on TCP PORT on host N (5 s)
+wait_port() {
+	local i
+	for i in $(seq 100); do
+		on "$1" ss -ltnH "sport = :$2" | grep -q . && return 0
+		sleep 0.05
+	done
+	fail "nothing listens on port $2 on host $1"
+}
+# rxb N: EMP bytes that arrived at host N so far
+rxb() { emp_rx_bytes "$1"; }
+# at_least WHAT GOT MIN
+at_least() { [ "$2" -ge "$3" ] || fail "$1: $2 < $3"; echo "ok: $1 ($2 >= $3)"; }
+at_most() { [ "$2" -le "$3" ] || fail "$1: $2 > $3"; echo "ok: $1 ($2 <= $3)"; }
