@@ -161,3 +161,9 @@ uninstall:
 	for m in $(INST_MAN); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; done
 	rmdir $(DESTDIR)$(INCLUDEDIR)/emp $(DESTDIR)$(SYSCONFDIR)/emp 2>/dev/null || true
 # ---- end install ----
+
+# ---- bench: EMP sockets vs kernel TCP on a namespace cluster (root); full run: bash scripts/bench ----
+.PHONY: bench
+bench: all
+	bash scripts/bench --quick
+# ---- end bench ----

@@ -1,5 +1,6 @@
 /* conf.c: the cluster config file: parser and validation, file loading, peer lookups and socket rules. */
 #include "conf.h"
+#include "proto.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -148,8 +149,8 @@ void emp_conf_defaults(struct emp_conf *c)
 	memset(c, 0, sizeof(*c));
 	c->opt.ack_every = 3;
 	c->opt.rto_us = 1000;
-	c->opt.rto_max_us = 100000;
-	c->opt.retries = 16;
+	c->opt.rto_max_us = EMP_DEF_RTO_MAX_NS / 1000;
+	c->opt.retries = EMP_DEF_RETRIES;
 	/* flow_control, checksum: off (0) */
 	c->opt.window = 64;
 	c->opt.peer_window = 512;

@@ -30,8 +30,8 @@ struct emp_conf_rule {
 struct emp_conf_options {
 	uint32_t ack_every;           /* ack_every N (1..64), default 3 */
 	uint64_t rto_us;              /* rto_us N, default 1000 */
-	uint64_t rto_max_us;          /* rto_max_us N, default 100000 */
-	uint32_t retries;             /* retries N (1..1000), default 16 */
+	uint64_t rto_max_us;          /* rto_max_us N, default 200000 */
+	uint32_t retries;             /* retries N (1..1000), default 24 */
 	int flow_control;             /* flow_control on|off, default off */
 	int checksum;                 /* checksum on|off, default off */
 	uint32_t window;              /* window N frames per message (1..64), default 64 */

@@ -45,10 +45,17 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 		return;
 	}
 	struct rec *x = &fw->rec[r];
-	if (h->flags & EMP_F_STUCK) {
-		/* the receiver dropped everything from this message on: resend it all now */
+	if (h->flags & (EMP_F_STUCK | EMP_F_CHAIN)) {
+		/* the receiver dropped everything from this message on (STUCK), or
+		 * this message's later ones with the same tag (CHAIN): resend now */
+		uint32_t chain = x->msg_id;
 		for (int32_t q = r; q != NIL; q = fw->rec[q].next) {
 			struct rec *y = &fw->rec[q];
+			if (q != r && (h->flags & EMP_F_CHAIN)) {
+				if (y->prev_id != chain)
+					continue;
+				chain = y->msg_id;
+			}
 			y->rtx |= sent_mask(y) & ~y->sack;
 			y->last_fast_rtx = now ? now : 1;
 		}

@@ -34,8 +34,11 @@ static void post_recv(struct emp_fw *fw, int32_t r)
 }
 
 /* First posted receive (posting order) matching a message from (host, ep)
- * with tag; it is unlinked and returned, or NIL. */
-int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag)
+ * with tag; it is unlinked and returned, or NIL. A wildcard receive takes
+ * messages strictly in the sender's order, so when allow_wild is 0 (earlier
+ * messages of this sender are still unmatched) and the first candidate is a
+ * wildcard, nothing matches yet. */
+int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag, int allow_wild)
 {
 	struct dlist *b = &fw->rbucket[rhash(host, ep, tag) & fw->rbucket_mask];
 	int32_t best = NIL;
@@ -59,11 +62,36 @@ int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t 
 			break;
 		}
 	}
+	if (best != NIL && from == &fw->rwild && !allow_wild)
+		return NIL;
 	if (best != NIL) {
 		emp__dl_del(fw, from, best);
 		fw->posted_recvs--;
 	}
 	return best;
+}
+
+/* Would a wildcard receive be the first candidate for this message? (Then
+ * emp__match_recv with allow_wild 0 refused it for ordering, not for want of
+ * a receive.) */
+int emp__match_recv_blocked(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag)
+{
+	struct dlist *b = &fw->rbucket[rhash(host, ep, tag) & fw->rbucket_mask];
+	uint64_t exact_seq = UINT64_MAX;
+	for (int32_t r = b->head; r != NIL; r = fw->rec[r].next) {
+		const struct emp_desc *d = &fw->desc[r];
+		if (d->host == host && d->ep == ep && d->tag == tag) {
+			exact_seq = fw->rec[r].seq;
+			break;
+		}
+	}
+	for (int32_t r = fw->rwild.head; r != NIL && fw->rec[r].seq < exact_seq; r = fw->rec[r].next) {
+		const struct emp_desc *d = &fw->desc[r];
+		if ((d->host == EMP_ANY_HOST || d->host == host) && (d->ep == EMP_ANY_EP || d->ep == ep) &&
+		    (d->tag == EMP_ANY_TAG || d->tag == tag))
+			return 1;
+	}
+	return 0;
 }
 
 static void post_send(struct emp_fw *fw, int32_t r, uint64_t now)

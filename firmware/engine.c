@@ -10,7 +10,7 @@ const char *const emp__drop_names[EMP_DROP_MAX] = {
 	[EMP_DROP_NO_SESSION] = "no_session", [EMP_DROP_NO_RECV] = "no_recv",
 	[EMP_DROP_DUP] = "dup", [EMP_DROP_WINDOW] = "window",
 	[EMP_DROP_UNKNOWN_MSG] = "unknown_msg", [EMP_DROP_NO_PEER_SLOT] = "no_peer_slot",
-	[EMP_DROP_TX_FULL] = "tx_full",
+	[EMP_DROP_TX_FULL] = "tx_full", [EMP_DROP_ORDER] = "order",
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c)
@@ -83,7 +83,7 @@ int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *
 	if (c->ndesc < 2 || c->ndesc > (1u << 24) || c->max_peers < 1 || c->max_peers > 65536 ||
 	    c->nhosts > 65535 || c->incarnation == 0 || c->mtu < EMP_MIN_MTU || c->mtu > 65535 ||
 	    c->ack_every < 1 || c->window < 1 || c->window > EMP_SACK_BITS || c->peer_window < 1 ||
-	    c->peer_msgs < 1 || c->rto_ns == 0 || c->rto_max_ns < c->rto_ns || c->retries < 1 ||
+	    c->peer_msgs < 1 || c->peer_msgs > EMP_MATCH_BITS || c->rto_ns == 0 || c->rto_max_ns < c->rto_ns || c->retries < 1 ||
 	    c->tx_burst < 1 || (c->nhosts && !c->host_mac))
 		return -EMP_EINVAL;
 	layout(c, &l);

@@ -37,7 +37,8 @@ struct peer {
 	uint16_t rx_session;        /* their session toward us */
 	uint32_t rx_remote_inc;     /* their incarnation, as we accept them */
 	uint32_t next_msg_id;       /* next id we assign */
-	uint32_t match_next;        /* next id of theirs to match */
+	uint32_t match_next;        /* lowest id of theirs not yet matched */
+	uint64_t matched;           /* bit i: id match_next+i is matched (i < 64) */
 	uint32_t frag;              /* payload bytes per frame toward them */
 	uint32_t inflight_frames, inflight_msgs;
 	uint32_t credits;           /* their last advertised free receives */
@@ -45,8 +46,9 @@ struct peer {
 	uint64_t hello_deadline, hello_rto, fc_probe_at;
 	uint64_t srtt, rttvar, rto;  /* round-trip estimate (ns), Jacobson/Karels */
 	uint32_t hello_tries;
-	uint64_t nack_sent_at;      /* rate limit for gap/no-recv notices */
+	uint64_t nack_sent_at;      /* rate limit for no-recv notices (per message) */
 	uint32_t nack_msg;
+	uint64_t resend_asked_at;   /* rate limit for resend requests (per peer) */
 	uint8_t norecv_pending;     /* a message of theirs found no receive */
 	uint32_t norecv_msg, norecv_tag;
 	struct dlist txq;           /* REC_SEND_QUEUED, posting order */
@@ -63,6 +65,7 @@ struct rec {
 	int32_t next, prev;
 	int32_t peer;
 	uint32_t msg_id, tag, nframes, frag;
+	uint32_t prev_id;           /* send: id this message must not overtake (same tag), 0 none */
 	uint64_t len;               /* message length */
 	uint64_t cap;               /* recv: buffer capacity */
 	uint64_t seq;               /* recv: posting order */
@@ -177,7 +180,8 @@ void emp__fc_update(struct emp_fw *fw, struct peer *pe, uint16_t credits);
 int emp__fc_may_start(struct emp_fw *fw, struct peer *pe, uint64_t now);
 void emp__fc_started(struct emp_fw *fw, struct peer *pe);
 /* descriptors.c: mailbox, posting, matching */
-int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag);
+int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag, int allow_wild);
+int emp__match_recv_blocked(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag);
 /* receive.c: tell a sender whose message found no receive that one is posted now */
 void emp__rx_unblock(struct emp_fw *fw, const struct emp_desc *d);
 

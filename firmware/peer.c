@@ -141,11 +141,13 @@ void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t n
 		pe->rx_remote_inc = h->src_inc;
 		pe->rx_session = h->session;
 		pe->match_next = 1;
+		pe->matched = 0;
 	} else if (pe->rx_session != h->session) {
 		/* same life, new session (the peer gave up on us and starts over) */
 		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
 		pe->rx_session = h->session;
 		pe->match_next = 1;
+		pe->matched = 0;
 	}
 	send_hello(fw, p, EMP_T_HELLO_ACK, h->session);
 	/* a queued send toward a peer we just learned about: start its session too */

@@ -26,13 +26,17 @@
  *   22  2   credits   sender's free posted receives (flow control, saturating)
  *   24  4   msg_id    message id (per sender->receiver session, from 1)
  *
- *  DATA (16 bytes): the message header travels in every frame, so that any
+ *  DATA (20 bytes): the message header travels in every frame, so that any
  *  frame of a message can be matched even when the first one was lost.
  *   28  4   frame     frame index within the message
  *   32  4   msg_len   total message length in bytes
  *   36  4   tag       user tag
  *   40  2   frag      sender's payload bytes per frame (offset = frame*frag)
  *   42  2   plen      payload bytes in this frame
+ *   44  4   prev      id of the previous message with the same tag that was
+ *                     still unacknowledged when this one started (0: none):
+ *                     the receiver matches this message only after that one,
+ *                     so a tag never overtakes itself while other tags may
  *
  *  ACK / NACK (16 bytes): state of one message at the receiver
  *   28  4   cum       frames [0,cum) received
@@ -48,7 +52,7 @@
  */
 
 #define EMP_HDR_LEN        28
-#define EMP_DATA_HDR_LEN   16
+#define EMP_DATA_HDR_LEN   20
 #define EMP_ACK_HDR_LEN    16
 #define EMP_HELLO_HDR_LEN   8
 #define EMP_DATA_OVERHEAD  (EMP_HDR_LEN + EMP_DATA_HDR_LEN)   /* beyond Ethernet */
@@ -75,18 +79,21 @@ enum emp_frame_flags {
 	EMP_F_LAST   = 1u << 4,  /* DATA: last frame of the message */
 	EMP_F_STUCK  = 1u << 5,  /* ACK: msg_id is the next message I can match;
 				  * frames of later messages were dropped: resend them */
+	EMP_F_CHAIN  = 1u << 6,  /* ACK: msg_id must come first; its later messages with
+				  * the same tag were dropped: resend it and them */
 };
 
 /* Protocol tunables (defaults; most are run-time options in emp.conf). */
 #define EMP_SACK_BITS          64     /* receiver window per message, frames */
 #define EMP_DEF_ACK_EVERY      3      /* thesis: ack a collection of 3 frames */
 #define EMP_DEF_RTO_NS         1000000ull   /* first retransmit timeout: 1 ms */
-#define EMP_DEF_RTO_MAX_NS     100000000ull /* backoff cap: 100 ms */
-#define EMP_DEF_RETRIES        16     /* return-to-sender after this many */
+#define EMP_DEF_RTO_MAX_NS     200000000ull /* backoff cap: 200 ms */
+#define EMP_DEF_RETRIES        24     /* return-to-sender after this many (about 4 s) */
 #define EMP_DEF_ACK_DELAY_NS   50000ull     /* delayed ack for a partial collection */
 #define EMP_DEF_WINDOW         64     /* frames in flight per message */
 #define EMP_DEF_PEER_WINDOW    512    /* frames in flight per receiver */
-#define EMP_DEF_PEER_MSGS      64     /* messages in flight per receiver */
+#define EMP_DEF_PEER_MSGS      64     /* messages in flight per receiver (<= EMP_MATCH_BITS) */
+#define EMP_MATCH_BITS         64     /* receiver's window of message ids beyond the first unmatched */
 #define EMP_MAX_TAG_ANY        0xffffffffu
 
 #endif

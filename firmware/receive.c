@@ -24,14 +24,25 @@ static void place(const struct emp_desc *d, uint64_t off, const uint8_t *src, ui
 	}
 }
 
-/* Rate-limited notice to a sender: "message msg_id is stuck here" (flags say why). */
+/* Rate-limited notice to a sender: "message msg_id is stuck here" (flags say
+ * why). A no-receive notice only carries credits: at most one per message per
+ * quarter RTO. A resend request (NACK) makes the sender resend at once: at
+ * most one per peer per quarter RTO, whatever message it names, so requests
+ * for different messages cannot chase each other in zero time. */
 static void notice(struct emp_fw *fw, int32_t p, uint32_t msg_id, uint16_t flags, uint64_t now)
 {
 	struct peer *pe = &fw->peer[p];
-	if (pe->nack_msg == msg_id && now - pe->nack_sent_at < fw->cfg.rto_ns / 4)
-		return;
-	pe->nack_msg = msg_id;
-	pe->nack_sent_at = now;
+	uint64_t gap = fw->cfg.rto_ns / 4;
+	if (flags & EMP_F_NACK) {
+		if (pe->resend_asked_at && now - pe->resend_asked_at < gap)
+			return;
+		pe->resend_asked_at = now ? now : 1;
+	} else {
+		if (pe->nack_msg == msg_id && now - pe->nack_sent_at < gap)
+			return;
+		pe->nack_msg = msg_id;
+		pe->nack_sent_at = now;
+	}
 	emp__send_ack_raw(fw, p, msg_id, 0, 0, 0, flags);
 }
 
@@ -41,15 +52,16 @@ void emp__rx_unblock(struct emp_fw *fw, const struct emp_desc *d)
 {
 	for (uint32_t p = 0; p < fw->npeers && fw->norecv_peers; p++) {
 		struct peer *pe = &fw->peer[p];
-		if (!pe->norecv_pending || pe->match_next != pe->norecv_msg ||
+		uint32_t off = pe->norecv_msg - pe->match_next;
+		if (!pe->norecv_pending || seq_lt(pe->norecv_msg, pe->match_next) ||
+		    (off < EMP_MATCH_BITS && (pe->matched >> off & 1)) ||
 		    (d->host != EMP_ANY_HOST && d->host != pe->host) || (d->ep != EMP_ANY_EP && d->ep != pe->ep) ||
 		    (d->tag != EMP_ANY_TAG && d->tag != pe->norecv_tag))
 			continue;
 		pe->norecv_pending = 0;
 		fw->norecv_peers--;
-		pe->nack_msg = pe->norecv_msg;
-		pe->nack_sent_at = fw->now;
-		emp__send_ack_raw(fw, (int32_t)p, pe->norecv_msg, 0, 0, 0, EMP_F_NACK | EMP_F_STUCK);
+		pe->resend_asked_at = fw->now ? fw->now : 1;
+		emp__send_ack_raw(fw, (int32_t)p, pe->norecv_msg, 0, 0, 0, EMP_F_NACK | EMP_F_CHAIN);
 	}
 }
 
@@ -97,19 +109,34 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	pe->rx_bytes += h->len;
 	int32_t r = find(fw, &pe->rxa, h->msg_id);
 	if (r == NIL) {
-		if (seq_lt(h->msg_id, pe->match_next)) {
+		uint32_t off = h->msg_id - pe->match_next, prev = get32(b + 16);
+		if (seq_lt(h->msg_id, pe->match_next) || (off < EMP_MATCH_BITS && (pe->matched >> off & 1))) {
 			/* a message completed here: its final ack was lost */
 			emp__drop(fw, EMP_DROP_DUP);
 			emp__send_ack_raw(fw, p, h->msg_id, nframes, nframes, 0, 0);
 			return;
 		}
-		if (h->msg_id != pe->match_next) {
-			/* an earlier message is missing entirely: ask for it */
+		if (off >= EMP_MATCH_BITS) {
+			/* too far ahead of the first unmatched message: ask for that one */
 			emp__drop(fw, EMP_DROP_WINDOW);
 			notice(fw, p, pe->match_next, EMP_F_NACK | EMP_F_STUCK, now);
 			return;
 		}
-		r = emp__match_recv(fw, pe->host, pe->ep, tag);
+		if (prev && !seq_lt(prev, pe->match_next) &&
+		    (prev - pe->match_next >= EMP_MATCH_BITS || !(pe->matched >> (prev - pe->match_next) & 1))) {
+			/* the same tag's previous message has not arrived: it goes first */
+			emp__drop(fw, EMP_DROP_ORDER);
+			notice(fw, p, prev, EMP_F_NACK | EMP_F_CHAIN, now);
+			return;
+		}
+		r = emp__match_recv(fw, pe->host, pe->ep, tag, off == 0);
+		if (r == NIL && emp__match_recv_blocked(fw, pe->host, pe->ep, tag)) {
+			/* a wildcard receive would take it, but earlier messages of this
+			 * sender must be matched before a wildcard takes a later one */
+			emp__drop(fw, EMP_DROP_ORDER);
+			notice(fw, p, pe->match_next, EMP_F_NACK | EMP_F_STUCK, now);
+			return;
+		}
 		if (r == NIL) {
 			/* no buffering: dropped, the sender retransmits */
 			emp__drop(fw, EMP_DROP_NO_RECV);
@@ -141,7 +168,11 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		x->src_ep = pe->ep;
 		emp__dl_push(fw, &pe->rxa, r);
 		emp__peer_activate(fw, p);          /* its delayed-ack timer lives on the active list */
-		pe->match_next++;
+		pe->matched |= 1ull << off;
+		while (pe->matched & 1) {
+			pe->matched >>= 1;
+			pe->match_next++;
+		}
 	}
 	struct rec *x = &fw->rec[r];
 	if (x->len != msg_len || x->frag != frag) {

@@ -78,6 +78,7 @@ static void tx_data(struct emp_fw *fw, int32_t r, uint32_t frame, uint16_t flags
 	put32(b + 8, x->tag);
 	put16(b + 12, (uint16_t)x->frag);
 	put16(b + 14, (uint16_t)plen);
+	put32(b + 16, x->prev_id);
 	unsigned i = fw->txn - 1;
 	fw->txmeta[i].rec = r;
 	fw->txmeta[i].frame = frame;
@@ -117,6 +118,12 @@ static void start_messages(struct emp_fw *fw, int32_t p, uint64_t now)
 		emp__dl_del(fw, &pe->txq, r);
 		x->kind = REC_SEND_ACTIVE;
 		x->msg_id = pe->next_msg_id++;
+		x->prev_id = 0;
+		for (int32_t q = pe->act.tail; q != NIL; q = fw->rec[q].prev)
+			if (fw->rec[q].tag == x->tag) {
+				x->prev_id = fw->rec[q].msg_id;
+				break;
+			}
 		x->frag = pe->frag;
 		x->nframes = x->len ? (uint32_t)((x->len + x->frag - 1) / x->frag) : 1;
 		x->cum = x->sent_hi = 0;

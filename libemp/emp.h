@@ -90,6 +90,17 @@ void *emp_req_user(emp_req_t *req);
 
 /* Drive the engine once (for callers without the progress thread). */
 int emp_progress(emp_endpoint_t *ep);
+/* For layers that wait on conditions of their own (the sockets shim): between
+ * emp_drive_begin and emp_drive_end this thread drives the engine itself
+ * (emp_progress in a spin, or after poll() on emp_wait_fd returns) and the
+ * progress thread stands back instead of competing for every frame. A thread
+ * blocked in between must bound its sleep by emp_next_deadline_ns. */
+void emp_drive_begin(emp_endpoint_t *ep);
+void emp_drive_end(emp_endpoint_t *ep);
+/* fd readable when frames arrive (-1 if the device has none). */
+int emp_wait_fd(emp_endpoint_t *ep);
+/* ns until the engine next needs a call (0: now), or -1 if it has no timer. */
+int64_t emp_next_deadline_ns(emp_endpoint_t *ep);
 /* Called after any request completes (from whichever thread drove the engine,
  * engine lock not held); for wiring completions into eventfds. */
 void emp_set_completion_hook(emp_endpoint_t *ep, void (*fn)(void *arg), void *arg);

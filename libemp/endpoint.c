@@ -83,6 +83,30 @@ int emp_progress(emp_endpoint_t *ep)
 	return ep ? emp__drive(ep) : -EINVAL;
 }
 
+void emp_drive_begin(emp_endpoint_t *ep)
+{
+	__atomic_add_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
+}
+
+void emp_drive_end(emp_endpoint_t *ep)
+{
+	__atomic_sub_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
+}
+
+int emp_wait_fd(emp_endpoint_t *ep)
+{
+	return ep->dev_fd;
+}
+
+int64_t emp_next_deadline_ns(emp_endpoint_t *ep)
+{
+	uint64_t dl = emp__fw_next_deadline(ep->fw);     /* a racy read of one word: a hint */
+	if (dl == UINT64_MAX)
+		return -1;
+	uint64_t now = emp__now(ep);
+	return dl > now ? (int64_t)(dl - now) : 0;
+}
+
 void emp_set_completion_hook(emp_endpoint_t *ep, void (*fn)(void *), void *arg)
 {
 	ep->hook_arg = arg;
@@ -183,7 +207,8 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 			free(ep);
 			return -ENOMEM;
 		}
-		memcpy(ep->conf.peers, o->conf->peers, sizeof(*ep->conf.peers) * (size_t)o->conf->npeers);
+		if (o->conf->npeers > 0)
+			memcpy(ep->conf.peers, o->conf->peers, sizeof(*ep->conf.peers) * (size_t)o->conf->npeers);
 	} else {
 		rc = emp_conf_load(&ep->conf, o->conf_path, err, sizeof(err));
 		if (rc < 0) {

@@ -374,12 +374,15 @@ int es__spin(unsigned seq0)
 	if (!es__g.spin_us || !es__g.ep)
 		return 0;
 	int64_t end = es__now_ns() + es__g.spin_us * 1000ll;
+	int changed = 0;
+	emp_drive_begin(es__g.ep);           /* the progress thread stands back meanwhile */
 	while (es__now_ns() < end) {
-		if (atomic_load(&es__changes) != seq0)
-			return 1;
+		if ((changed = atomic_load(&es__changes) != seq0))
+			break;
 		emp_progress(es__g.ep);
 	}
-	return atomic_load(&es__changes) != seq0;
+	emp_drive_end(es__g.ep);
+	return changed || atomic_load(&es__changes) != seq0;
 }
 
 void es__signal(struct es_sock *s)

@@ -22,8 +22,10 @@ int es__wait(struct es_sock *s, int64_t deadline)
 	int rc = 1;
 	if (es__g.spin_us && es__g.ep) {
 		int64_t end = es__now_ns() + es__g.spin_us * 1000ll;
+		emp_drive_begin(es__g.ep);       /* the progress thread stands back meanwhile */
 		while (atomic_load(&c->seq) == seq0 && es__now_ns() < end && !atomic_load(&s->dirty))
 			emp_progress(es__g.ep);
+		emp_drive_end(es__g.ep);
 	}
 	if (atomic_load(&c->seq) == seq0 && !atomic_load(&s->dirty)) {
 		struct pollfd p[2] = { { efd, POLLIN, 0 }, { s->kfd, POLLIN | POLLRDHUP, 0 } };

@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 	if (!ep_set)
 		t.ep = t.server ? 1 : (uint16_t)(2 + getpid() % 1000);
 	if (!t.nsizes) {
-		size_t d[] = { 0, 1, 1455, 1456, 1457, 65536, 1 << 20 };
+		size_t d[] = { 0, 1, 1451, 1452, 1453, 65536, 1 << 20 };
 		memcpy(t.sizes, d, sizeof(d));
 		t.nsizes = 7;
 	}

@@ -17,3 +17,4 @@ rxb() { emp_rx_bytes "$1"; }
 # at_least WHAT GOT MIN
 at_least() { [ "$2" -ge "$3" ] || fail "$1: $2 < $3"; echo "ok: $1 ($2 >= $3)"; }
 at_most() { [ "$2" -le "$3" ] || fail "$1: $2 > $3"; echo "ok: $1 ($2 <= $3)"; }
+trap 'cleanup; rm -rf "$T"' EXIT

@@ -272,6 +272,7 @@ size_t h_frame_build(const struct h_frame *f, uint8_t *buf)
 		p32(b + 8, f->tag);
 		p16(b + 12, f->frag);
 		p16(b + 14, f->plen);
+		p32(b + 16, f->prev);
 		if (f->payload)
 			memcpy(b + EMP_DATA_HDR_LEN, f->payload, f->plen);
 		else
@@ -333,6 +334,7 @@ int h_frame_parse(const uint8_t *buf, uint32_t len, struct h_frame *f)
 		f->tag = g32(b + 8);
 		f->frag = g16(b + 12);
 		f->plen = g16(b + 14);
+		f->prev = g32(b + 16);
 		if (avail < EMP_DATA_HDR_LEN + (uint32_t)f->plen)
 			return -1;
 		f->payload = b + EMP_DATA_HDR_LEN;

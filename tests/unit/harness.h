@@ -60,6 +60,7 @@ struct h_frame {
 	uint32_t dst_inc, src_inc, msg_id;
 	uint32_t frame, msg_len, tag;       /* DATA */
 	uint16_t frag, plen;
+	uint32_t prev;                      /* DATA: same-tag message it must not overtake */
 	uint32_t cum, nframes;              /* ACK */
 	uint64_t sack;
 	uint32_t mtu;                       /* HELLO, HELLO_ACK */

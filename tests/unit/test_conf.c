@@ -63,8 +63,8 @@ static void t_defaults(void)
 	CHECK_EQ(C.nrules, 0);
 	CHECK_EQ(C.opt.ack_every, 3);
 	CHECK_EQ(C.opt.rto_us, 1000);
-	CHECK_EQ(C.opt.rto_max_us, 100000);
-	CHECK_EQ(C.opt.retries, 16);
+	CHECK_EQ(C.opt.rto_max_us, 200000);
+	CHECK_EQ(C.opt.retries, 24);
 	CHECK_EQ(C.opt.flow_control, 0);
 	CHECK_EQ(C.opt.checksum, 0);
 	CHECK_EQ(C.opt.window, 64);
@@ -113,7 +113,7 @@ static void t_parse_good(void)
 	CHECK_EQ(C.opt.ack_every, 5);
 	CHECK_EQ(C.opt.flow_control, 1);
 	CHECK_EQ(C.opt.ethertype, 0x88b6);
-	CHECK_EQ(C.opt.retries, 16);          /* untouched options keep defaults */
+	CHECK_EQ(C.opt.retries, 24);          /* untouched options keep defaults */
 	CHECK_EQ(C.nrules, 3);
 	CHECK_EQ(C.rules[0].use_emp, 0);
 	CHECK_EQ(C.rules[0].port_lo, 22);
@@ -155,8 +155,8 @@ static void t_all_options(void)
 	CHECK_EQ(C.opt.spin_us, 0);
 	emp_conf_free(&C);
 	/* rto_us above the default ceiling is fine once rto_max_us follows it */
-	CHECK_EQ(parse("option rto_max_us 900000\noption rto_us 200000\n"), 0);
-	CHECK_EQ(C.opt.rto_us, 200000);
+	CHECK_EQ(parse("option rto_max_us 900000\noption rto_us 300000\n"), 0);
+	CHECK_EQ(C.opt.rto_us, 300000);
 	emp_conf_free(&C);
 }
 
@@ -260,7 +260,7 @@ static void t_err_options(void)
 	expect_err(2, "ack_every", "option ack_every 3\noption ack_every 4\n");
 	/* rto_max_us must be >= rto_us, reported on the later of the two */
 	expect_err(3, "2000", "option rto_us 2000\n\noption rto_max_us 1000\n");
-	expect_err(1, "200000", "option rto_us 200000\n");
+	expect_err(1, "300000", "option rto_us 300000\n");
 }
 
 static void t_err_rules(void)

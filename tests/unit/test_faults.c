@@ -9,7 +9,7 @@
 #define SEC 1000000000ull
 #define MS  1000000ull
 #define US  1000ull
-#define FRAG 1456u                  /* payload bytes per frame at MTU 1500 */
+#define FRAG 1452u                  /* payload bytes per frame at MTU 1500 */
 
 static struct emp_fw_config defaults(void)
 {
@@ -672,16 +672,21 @@ static void t_script_receiver(void)
 	c = h_ctr(&h, 1);
 	CHECK_EQ(c.drops[EMP_DROP_WINDOW] - c0.drops[EMP_DROP_WINDOW], 2);
 	CHECK_EQ(c.rx_data - c0.rx_data, 2);
-	/* message 6 before message 5 exists: refused, and message 5 is asked for */
-	sp_data(&s, 6, 5, 10, 600, 0, EMP_F_ACKREQ);
+	/* message 6 names message 5 (same tag) as the one it must not overtake,
+	 * and 5 has not arrived: refused, and 5 with its successors is asked for */
+	sp_frame(&s, EMP_T_DATA, &f);
+	f.msg_id = 6; f.tag = 5; f.msg_len = 10; f.frag = FRAG; f.plen = 10; f.frame = 0; f.prev = 5;
+	f.flags = EMP_F_ACKREQ | EMP_F_LAST;
+	sp_send(&s, &f);
 	sp_run(&s, 10 * US);
 	c = h_ctr(&h, 1);
-	CHECK_EQ(c.drops[EMP_DROP_WINDOW] - c0.drops[EMP_DROP_WINDOW], 3);
+	CHECK_EQ(c.drops[EMP_DROP_ORDER] - c0.drops[EMP_DROP_ORDER], 1);
 	CHECK(s.nin >= 1);
 	sp_get(&s, s.nin - 1, &a);
 	CHECK_EQ(a.type, EMP_T_ACK);
 	CHECK_EQ(a.msg_id, 5);
 	CHECK(a.flags & EMP_F_NACK);
+	CHECK(a.flags & EMP_F_CHAIN);
 	/* wrong session, wrong incarnation, stale destination incarnation */
 	c0 = h_ctr(&h, 1);
 	sp_frame(&s, EMP_T_DATA, &f);

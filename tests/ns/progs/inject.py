@@ -10,8 +10,8 @@ def mac(s):
 def common(dst_ep, src_ep, ftype, flags=0, version=1, dst_inc=0, src_inc=7, session=1, credits=0, msg_id=1):
     return struct.pack(">IBBHHHIIHHI", 0, version, ftype, flags, dst_ep, src_ep, dst_inc, src_inc, session, credits, msg_id)
 
-def data(frame, msg_len, tag, frag, plen):
-    return struct.pack(">IIIHH", frame, msg_len, tag, frag, plen)
+def data(frame, msg_len, tag, frag, plen, prev=0):
+    return struct.pack(">IIIHHI", frame, msg_len, tag, frag, plen, prev)
 
 def ack(cum, nframes, sack):
     return struct.pack(">IIQ", cum, nframes, sack)
@@ -26,11 +26,11 @@ def main():
         # a well-formed HELLO (used with an unknown source MAC)
         "hello": eth + common(1, 9, 3) + struct.pack(">II", 1500, 0),
         "truncated": eth + common(1, 9, 1)[:20],
-        "version": eth + common(1, 9, 1, version=9) + data(0, 10, 1, 1456, 10) + b"x" * 10,
+        "version": eth + common(1, 9, 1, version=9) + data(0, 10, 1, 1452, 10) + b"x" * 10,
         "type": eth + common(1, 9, 42) + b"\0" * 16,
         # frame index beyond the message, and a payload length that does not match
-        "index": eth + common(1, 9, 1) + data(5, 10, 1, 1456, 10) + b"x" * 10,
-        "length": eth + common(1, 9, 1) + data(0, 100000, 1, 1456, 9999),
+        "index": eth + common(1, 9, 1) + data(5, 10, 1, 1452, 10) + b"x" * 10,
+        "length": eth + common(1, 9, 1) + data(0, 100000, 1, 1452, 9999),
         # an ack for a message nobody sent (to an incarnation that may even be right)
         "ack": eth + common(1, 9, 2, msg_id=12345) + ack(3, 5, 0),
     }
