@@ -15,6 +15,10 @@ void emp__send_ack(struct emp_fw *fw, int32_t p, struct rec *r, uint16_t flags)
 	emp__send_ack_raw(fw, p, r->msg_id, r->cum, r->nframes, r->sack, flags);
 	r->since_ack = 0;
 	r->deadline = 0;
+	if (r->ack_owed) {
+		r->ack_owed = 0;
+		fw->acks_owed--;
+	}
 }
 
 static uint64_t sent_mask(const struct rec *x)

@@ -176,6 +176,10 @@ void emp__complete(struct emp_fw *fw, int32_t r, int64_t result)
 {
 	struct rec *x = &fw->rec[r];
 	struct emp_desc *d = &fw->desc[r];
+	if (x->ack_owed) {
+		x->ack_owed = 0;
+		fw->acks_owed--;
+	}
 	if (d->op == EMP_OP_RECV) {
 		d->rhost = x->src_host;
 		d->rep = x->src_ep;
@@ -208,6 +212,29 @@ void emp__arm(struct emp_fw *fw, uint64_t deadline)
 		fw->next_deadline = deadline;
 }
 
+/* Partial collections: acked once the device is drained (nothing more is
+ * coming right now); if the burst budget ran out first, the next poll comes
+ * at once (busy) and they wait for it, with the delayed-ack timer as a net. */
+static void owed_acks(struct emp_fw *fw, int drained, uint64_t now)
+{
+	int32_t p = fw->alist;
+	if (p == NIL)
+		return;
+	do {
+		struct peer *pe = &fw->peer[p];
+		for (int32_t r = pe->rxa.head; r != NIL && fw->acks_owed; r = fw->rec[r].next) {
+			struct rec *x = &fw->rec[r];
+			if (!x->ack_owed)
+				continue;
+			if (drained)
+				emp__send_ack(fw, p, x, 0);
+			else
+				emp__timer_frame_received(fw, x, now);
+		}
+		p = pe->anext;
+	} while (p != NIL && p != fw->alist && fw->acks_owed);
+}
+
 /* ---- the poll loop body ---- */
 int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 {
@@ -216,22 +243,32 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 	fw->in_poll = 1;
 	fw->now = now;
 	emp__fw_mailbox(fw, now);
-	for (int round = 0; round < 8; round++) {
+	int drained = 0;
+	for (int round = 0; round < 8 && !drained; round++) {
 		int n = fw->ops->rx_burst(fw->dev, rx, RXB_MAX);
-		if (n <= 0)
+		if (n <= 0) {
+			drained = 1;
 			break;
+		}
 		for (int i = 0; i < n; i++)
 			emp__fw_frame(fw, rx[i].data, rx[i].len, now);
 		fw->ops->rx_release(fw->dev, (unsigned)n);
-		if (n < RXB_MAX)
-			break;
+		drained = n < RXB_MAX;
 	}
+	fw->rx_more = !drained;          /* busy: call again at once */
+	if (fw->acks_owed)
+		owed_acks(fw, drained, now);
 	if (now >= fw->next_deadline)
 		emp__fw_timers(fw, now);
 	emp__tx_pump(fw, now);
 	emp__tx_flush_or_hold(fw, now);
 	fw->in_poll = 0;
 	return fw->completed;
+}
+
+void emp__fw_set_hold(struct emp_fw *fw, int ok)
+{
+	fw->hold_ok = ok;
 }
 
 void emp__fw_flush(struct emp_fw *fw)
@@ -246,7 +283,7 @@ uint64_t emp__fw_next_deadline(const struct emp_fw *fw)
 
 int emp__fw_busy(const struct emp_fw *fw)
 {
-	return fw->pending_tx ||
+	return fw->pending_tx || fw->rx_more ||
 	       __atomic_load_n(&fw->mb->head, __ATOMIC_ACQUIRE) != fw->mb->tail;
 }
 

@@ -141,6 +141,10 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 int emp__fw_timers(struct emp_fw *fw, uint64_t now);                  /* time advanced */
 /* All three plus driver rx and tx flush: the usual loop body. */
 int emp__fw_poll(struct emp_fw *fw, uint64_t now);
+/* Whether a lone completion ack may wait for a reply (ack_hold_ns): the host
+ * allows it while one of its threads is waiting in the engine, i.e. polls it
+ * again at once; otherwise acks leave at the end of each poll. */
+void emp__fw_set_hold(struct emp_fw *fw, int ok);
 /* Send every frame the engine holds back (before closing). */
 void emp__fw_flush(struct emp_fw *fw);
 /* Earliest time emp__fw_timers has work, UINT64_MAX if none. */

@@ -62,6 +62,7 @@ struct peer {
 /* Per-message transfer record, one per descriptor slot. */
 struct rec {
 	uint8_t kind, fast_rtx_armed;
+	uint8_t ack_owed;           /* recv: frames received since the last ack */
 	int32_t next, prev;
 	int32_t peer;
 	uint32_t msg_id, tag, nframes, frag;
@@ -101,10 +102,11 @@ struct emp_fw {
 	uint64_t recv_seq;
 	uint32_t posted_recvs;
 	uint32_t norecv_peers;      /* peers with norecv_pending */
+	uint32_t acks_owed;         /* receive records with ack_owed */
 	uint32_t npeers, nrecs;
 	int32_t alist;              /* first active peer, circular via anext */
 	uint64_t next_deadline;
-	int pending_tx, in_poll, completed;
+	int pending_tx, rx_more, in_poll, completed, hold_ok;
 	uint64_t now;
 	/* tx batch */
 	unsigned txn;

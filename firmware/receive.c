@@ -211,6 +211,13 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		emp__send_ack(fw, p, x, EMP_F_NACK);
 	} else if (x->since_ack >= fw->cfg.ack_every || (h->flags & EMP_F_ACKREQ)) {
 		emp__send_ack(fw, p, x, 0);
+	} else if (fw->in_poll) {
+		/* acked when this poll has drained the device (see emp__fw_poll):
+		 * a burst gets one ack per collection, a lone frame one at once */
+		if (!x->ack_owed) {
+			x->ack_owed = 1;
+			fw->acks_owed++;
+		}
 	} else {
 		emp__timer_frame_received(fw, x, now);
 	}

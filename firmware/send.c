@@ -238,7 +238,7 @@ void emp__tx_pump(struct emp_fw *fw, uint64_t now)
  * post (ping-pong) leaves in the same system call; anything else goes now. */
 void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now)
 {
-	if (fw->txn && fw->tx_holdable == fw->txn && fw->cfg.ack_hold_ns) {
+	if (fw->txn && fw->tx_holdable == fw->txn && fw->cfg.ack_hold_ns && fw->hold_ok) {
 		if (!fw->tx_hold_until) {
 			fw->tx_hold_until = now + fw->cfg.ack_hold_ns;
 			emp__arm(fw, fw->tx_hold_until);

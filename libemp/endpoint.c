@@ -57,6 +57,9 @@ int emp__drive(struct emp_endpoint *ep)
 	for (;;) {
 		if (pthread_mutex_trylock(&ep->eng_lock))
 			return total;        /* the holder sees our mailbox entries after it unlocks */
+		/* a lone ack may wait for a reply only while a thread waits in the
+		 * engine and so polls again at once (no timer needed for it) */
+		emp__fw_set_hold(ep->fw, __atomic_load_n(&ep->spinning, __ATOMIC_RELAXED) > 0);
 		int n = emp__fw_poll(ep->fw, emp__now(ep));
 		int busy = emp__fw_busy(ep->fw);
 		uint32_t mtu;

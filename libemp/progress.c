@@ -15,6 +15,7 @@ struct emp_progress {
 	ev_io io;
 	ev_io tio;                  /* timerfd: engine deadlines at ns precision (libev's own timers round to ms) */
 	int tfd;
+	uint64_t armed;             /* deadline the timerfd is set to, UINT64_MAX none */
 	ev_timer tm;                /* backstop and spin recheck */
 	ev_async kick, stop;
 	pthread_t thr;
@@ -23,6 +24,8 @@ struct emp_progress {
 };
 
 #define SPIN_RECHECK 0.001      /* seconds between looks while a waiter spins */
+#define NEAR_NS 500000ull       /* deadlines nearer than this get the precise timerfd */
+
 
 static void rearm(struct emp_progress *pg)
 {
@@ -34,16 +37,22 @@ static void rearm(struct emp_progress *pg)
 			dl = w;
 	}
 	if (pg->tfd >= 0 && !ep->clock) {
-		struct itimerspec its;
-		memset(&its, 0, sizeof(its));
-		if (dl != UINT64_MAX) {
-			if (dl == 0)
-				dl = 1;
+		/* setting a timer costs a system call and an hrtimer (dear under a
+		 * hypervisor): only for near deadlines (delayed and held acks), and
+		 * only when the deadline moved earlier or the armed one has passed;
+		 * retransmit timeouts (>= 1 ms) are fine with libev's ms timer */
+		uint64_t now = emp__now(ep);
+		if (dl != UINT64_MAX && dl < now + NEAR_NS && (dl < pg->armed || pg->armed <= now)) {
+			struct itimerspec its;
+			memset(&its, 0, sizeof(its));
 			its.it_value.tv_sec = (time_t)(dl / 1000000000ull);
 			its.it_value.tv_nsec = (long)(dl % 1000000000ull);
+			if (!dl)
+				its.it_value.tv_nsec = 1;
+			timerfd_settime(pg->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+			pg->armed = dl;
+			dl = UINT64_MAX;
 		}
-		timerfd_settime(pg->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-		dl = UINT64_MAX;
 	}
 	/* backstop: look at least every 10 ms */
 	uint64_t now = emp__now(ep);
@@ -87,6 +96,7 @@ static void tio_cb(struct ev_loop *loop, ev_io *w, int revents)
 	uint64_t n;
 	if (read(pg->tfd, &n, sizeof(n)) < 0)
 		n = 0;
+	pg->armed = UINT64_MAX;
 	on_event(loop, pg);
 }
 static void tm_cb(struct ev_loop *loop, ev_timer *w, int revents) { on_event(loop, w->data); }
@@ -120,6 +130,7 @@ int emp__progress_start(struct emp_endpoint *ep)
 	int fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
 	pg->fd = fd;
 	pg->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	pg->armed = UINT64_MAX;
 	if (pg->tfd >= 0) {
 		ev_io_init(&pg->tio, tio_cb, pg->tfd, EV_READ);
 		pg->tio.data = pg;

@@ -8,6 +8,63 @@
 
 #include "conn.h"
 
+/* Sleep until our eventfd or the kernel socket wakes us, or the deadline.
+ * The engine's device fd is in the set too: this thread processes arriving
+ * frames itself (no hand-off to the progress thread, which stands back), and
+ * its sleep is bounded by the engine's next deadline at ns precision. */
+static int block(struct es_sock *s, struct pollfd *p, int np, int ms, int64_t deadline, unsigned seq0)
+{
+	struct es_conn *c = s->c;
+	emp_endpoint_t *ep = es__g.ep;
+	int dfd = ep ? emp_wait_fd(ep) : -1;
+	if (dfd < 0) {
+		int n = R_(poll)(p, np, ms);
+		if (n < 0 && errno == EINTR)
+			return -EINTR;
+		return (n == 0 && deadline && es__now_ns() >= deadline) ? 0 : 1;
+	}
+	struct pollfd q[3];
+	memcpy(q, p, sizeof(*p) * (size_t)np);
+	q[np].fd = dfd;
+	q[np].events = POLLIN;
+	int rc = 1;
+	emp_drive_begin(ep);
+	for (;;) {
+		int64_t wait = ms < 0 ? -1 : deadline ? deadline - es__now_ns() : (int64_t)ms * 1000000;
+		int64_t ed = emp_next_deadline_ns(ep);
+		if (ed >= 0 && (wait < 0 || ed < wait))
+			wait = ed;
+		if (wait < 0 && ms >= 0)
+			wait = 0;
+		struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
+		for (int i = 0; i <= np; i++)
+			q[i].revents = 0;
+		int n = R_(ppoll)(q, (nfds_t)np + 1, wait < 0 ? NULL : &ts, NULL);
+		if (n < 0 && errno == EINTR) {
+			rc = -EINTR;
+			break;
+		}
+		emp_progress(ep);
+		if (atomic_load(&c->seq) != seq0 || atomic_load(&s->dirty))
+			break;
+		int other = 0;
+		for (int i = 0; i < np; i++)
+			other |= q[i].revents;
+		if (other)
+			break;
+		if (deadline && es__now_ns() >= deadline) {
+			rc = 0;
+			break;
+		}
+		if (ms == 0)
+			break;
+	}
+	emp_drive_end(ep);
+	for (int i = 0; i < np; i++)
+		p[i].revents = q[i].revents;
+	return rc;
+}
+
 /* lock held on entry and exit */
 int es__wait(struct es_sock *s, int64_t deadline)
 {
@@ -37,13 +94,8 @@ int es__wait(struct es_sock *s, int64_t deadline)
 				rc = 0;
 			ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
 		}
-		if (rc) {
-			int n = R_(poll)(p, np, ms);
-			if (n < 0 && errno == EINTR)
-				rc = -EINTR;
-			else if (n == 0 && deadline && es__now_ns() >= deadline)
-				rc = 0;
-		}
+		if (rc)
+			rc = block(s, p, np, ms, deadline, seq0);
 		pthread_mutex_lock(&s->lock);
 		if (np == 2 && p[1].revents)
 			es__kernel_check(s);
