@@ -12,7 +12,7 @@ static void usage(void)
 	fprintf(stderr, "usage: emp-bw -s [--once] [options]\n"
 		"       emp-bw -c PEER [-m SIZE[,SIZE...]] [-n COUNT] [--bidir] [--json] [options]\n"
 		"options: --conf FILE  -i IFNAME  -e MY_EP (default 1 server, 2 client)  -E PEER_EP (default 1)\n");
-	exit(2);
+	exit(tool_help ? 0 : 2);
 }
 
 static void must(int rc, const char *what)
@@ -147,36 +147,8 @@ static double run(emp_endpoint_t *ep, emp_addr_t peer, size_t size, uint32_t cou
 int main(int argc, char **argv)
 {
 	struct tool_opts t = { .iters = 0, .rep = 1 };
-	int ep_set = 0, bidir = 0;
-	static const struct option lo[] = {
-		{ "conf", 1, 0, 'C' }, { "json", 0, 0, 'j' }, { "once", 0, 0, 'o' },
-		{ "bidir", 0, 0, 'b' }, { "help", 0, 0, 'h' }, { 0 }
-	};
-	int c;
-	while ((c = getopt_long(argc, argv, "sc:m:n:i:e:E:h", lo, NULL)) != -1) {
-		switch (c) {
-		case 's': t.server = 1; break;
-		case 'c': t.peer = optarg; break;
-		case 'm': if (tool_sizes(&t, optarg) < 0) usage(); break;
-		case 'n': t.iters = atol(optarg); break;
-		case 'i': t.ifname = optarg; break;
-		case 'e': t.ep = (uint16_t)atoi(optarg); ep_set = 1; break;
-		case 'E': t.rep = (uint16_t)atoi(optarg); break;
-		case 'C': t.conf = optarg; break;
-		case 'j': t.json = 1; break;
-		case 'o': t.once = 1; break;
-		case 'b': bidir = 1; break;
-		default: usage();
-		}
-	}
-	if (t.server == !!t.peer || t.iters < 0)
-		usage();
-	if (!ep_set)
-		t.ep = t.server ? 1 : 2;
-	if (!t.nsizes) {
-		t.sizes[0] = 1 << 20;
-		t.nsizes = 1;
-	}
+	int bidir = 0;
+	tool_parse(&t, argc, argv, &bidir, 1 << 20, usage);
 	emp_endpoint_t *ep = tool_open(&t);
 	if (t.server) {
 		serve(ep, &t);

@@ -10,7 +10,7 @@ static void usage(void)
 	fprintf(stderr, "usage: emp-pingpong -s [--once] [options]\n"
 		"       emp-pingpong -c PEER [-m SIZE[,SIZE...]] [-n ITERS] [--json] [options]\n"
 		"options: --conf FILE  -i IFNAME  -e MY_EP (default 1 server, 2 client)  -E PEER_EP (default 1)\n");
-	exit(2);
+	exit(tool_help ? 0 : 2);
 }
 
 static void serve(emp_endpoint_t *ep, const struct tool_opts *t)
@@ -84,34 +84,9 @@ static double ping(emp_endpoint_t *ep, emp_addr_t peer, size_t size, long iters)
 int main(int argc, char **argv)
 {
 	struct tool_opts t = { .iters = 10000, .rep = 1 };
-	int ep_set = 0;
-	static const struct option lo[] = {
-		{ "conf", 1, 0, 'C' }, { "json", 0, 0, 'j' }, { "once", 0, 0, 'o' }, { "help", 0, 0, 'h' }, { 0 }
-	};
-	int c;
-	while ((c = getopt_long(argc, argv, "sc:m:n:i:e:E:h", lo, NULL)) != -1) {
-		switch (c) {
-		case 's': t.server = 1; break;
-		case 'c': t.peer = optarg; break;
-		case 'm': if (tool_sizes(&t, optarg) < 0) usage(); break;
-		case 'n': t.iters = atol(optarg); break;
-		case 'i': t.ifname = optarg; break;
-		case 'e': t.ep = (uint16_t)atoi(optarg); ep_set = 1; break;
-		case 'E': t.rep = (uint16_t)atoi(optarg); break;
-		case 'C': t.conf = optarg; break;
-		case 'j': t.json = 1; break;
-		case 'o': t.once = 1; break;
-		default: usage();
-		}
-	}
-	if (t.server == !!t.peer || t.iters <= 0)
+	tool_parse(&t, argc, argv, NULL, 4, usage);
+	if (t.iters <= 0)
 		usage();
-	if (!ep_set)
-		t.ep = t.server ? 1 : 2;
-	if (!t.nsizes) {
-		t.sizes[0] = 4;
-		t.nsizes = 1;
-	}
 	emp_endpoint_t *ep = tool_open(&t);
 	if (t.server) {
 		serve(ep, &t);

@@ -19,6 +19,8 @@ struct tool_opts {
 	long iters;
 };
 
+static int tool_help;               /* --help: usage() exits 0 */
+
 static inline int tool_sizes(struct tool_opts *t, char *s)
 {
 	for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
@@ -33,6 +35,45 @@ static inline int tool_sizes(struct tool_opts *t, char *s)
 		t->sizes[t->nsizes++] = (size_t)v;
 	}
 	return t->nsizes ? 0 : -1;
+}
+
+/* The options emp-pingpong and emp-bw share: -s | -c PEER, -m SIZES, -n N,
+ * -i IF, -e EP, -E PEER_EP, --conf, --json, --once, and --bidir when the
+ * caller passes bidir. Defaults: endpoint 1 serving, 2 as client; size
+ * default_size. Calls usage() on anything wrong. */
+static inline void tool_parse(struct tool_opts *t, int argc, char **argv, int *bidir, size_t default_size,
+			      void (*usage)(void))
+{
+	static const struct option lo[] = {
+		{ "conf", 1, 0, 'C' }, { "json", 0, 0, 'j' }, { "once", 0, 0, 'o' },
+		{ "bidir", 0, 0, 'b' }, { "help", 0, 0, 'h' }, { 0 }
+	};
+	int c, ep_set = 0;
+	while ((c = getopt_long(argc, argv, "sc:m:n:i:e:E:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 's': t->server = 1; break;
+		case 'c': t->peer = optarg; break;
+		case 'm': if (tool_sizes(t, optarg) < 0) usage(); break;
+		case 'n': t->iters = atol(optarg); break;
+		case 'i': t->ifname = optarg; break;
+		case 'e': t->ep = (uint16_t)atoi(optarg); ep_set = 1; break;
+		case 'E': t->rep = (uint16_t)atoi(optarg); break;
+		case 'C': t->conf = optarg; break;
+		case 'j': t->json = 1; break;
+		case 'o': t->once = 1; break;
+		case 'b': if (!bidir) usage(); *bidir = 1; break;
+		case 'h': tool_help = 1; usage(); break;
+		default: usage();
+		}
+	}
+	if (t->server == !!t->peer || t->iters < 0)
+		usage();
+	if (!ep_set)
+		t->ep = t->server ? 1 : 2;
+	if (!t->nsizes) {
+		t->sizes[0] = default_size;
+		t->nsizes = 1;
+	}
 }
 
 static inline emp_endpoint_t *tool_open(const struct tool_opts *t)
