@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include "internal.h"
@@ -276,8 +277,13 @@ static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t t
 	__atomic_add_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
 		got = first_done(reqs, n);
-		if (got < 0 && (++iter & 15) == 0)
-			now = emp__now(ep);     /* the clock is read every 16 turns of the spin */
+		if (got < 0 && (++iter & 15) == 0) {
+			/* every 16 turns: read the clock, and let a thread that shares
+			 * our CPU (the peer process on a small host) run: spinning
+			 * against it would cost a whole time slice */
+			now = emp__now(ep);
+			sched_yield();
+		}
 		if (got >= 0 || now >= end)
 			break;
 		emp__drive(ep);

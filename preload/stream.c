@@ -376,10 +376,12 @@ int es__spin(unsigned seq0)
 	int64_t end = es__now_ns() + es__g.spin_us * 1000ll;
 	int changed = 0;
 	emp_drive_begin(es__g.ep);           /* the progress thread stands back meanwhile */
-	while (es__now_ns() < end) {
+	for (unsigned i = 1; es__now_ns() < end; i++) {
 		if ((changed = atomic_load(&es__changes) != seq0))
 			break;
 		emp_progress(es__g.ep);
+		if (!(i & 15))
+			sched_yield();       /* a peer sharing our CPU gets to run */
 	}
 	emp_drive_end(es__g.ep);
 	return changed || atomic_load(&es__changes) != seq0;

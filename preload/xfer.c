@@ -80,8 +80,11 @@ int es__wait(struct es_sock *s, int64_t deadline)
 	if (es__g.spin_us && es__g.ep) {
 		int64_t end = es__now_ns() + es__g.spin_us * 1000ll;
 		emp_drive_begin(es__g.ep);       /* the progress thread stands back meanwhile */
-		while (atomic_load(&c->seq) == seq0 && es__now_ns() < end && !atomic_load(&s->dirty))
+		for (unsigned i = 1; atomic_load(&c->seq) == seq0 && es__now_ns() < end && !atomic_load(&s->dirty); i++) {
 			emp_progress(es__g.ep);
+			if (!(i & 15))
+				sched_yield();   /* a peer sharing our CPU gets to run */
+		}
 		emp_drive_end(es__g.ep);
 	}
 	if (atomic_load(&c->seq) == seq0 && !atomic_load(&s->dirty)) {
