@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
+#include <sys/socket.h>
+#include <poll.h>
+#include <stdio.h>
 #include <unistd.h>
 #include "internal.h"
 #include "stats.h"
@@ -20,6 +23,7 @@ struct emp_progress {
 	ev_async kick, stop;
 	pthread_t thr;
 	int io_off;                 /* device watch paused while an application thread spins */
+	int completions, idle_wakeups, dev_failed;
 	int fd;
 };
 
@@ -84,11 +88,51 @@ static void on_event(struct ev_loop *loop, struct emp_progress *pg)
 		__atomic_store_n(&pg->io_off, 0, __ATOMIC_SEQ_CST);
 		ev_io_start(loop, &pg->io);
 	}
-	emp__drive(ep);
+	if (emp__drive(ep) > 0)
+		pg->completions++;
 	rearm(pg);
 }
 
-static void io_cb(struct ev_loop *loop, ev_io *w, int revents) { on_event(loop, w->data); }
+/* The device fd may report an error rather than frames: AF_PACKET sets
+ * ENETDOWN when its interface goes down or away and then polls readable until
+ * the error is read. After many wakeups that completed nothing, look: clear a
+ * pending error (the next frames arrive normally once the link is back), and
+ * if the fd keeps failing, stop watching it and look again every 100 ms
+ * instead of spinning. */
+static void check_device(struct ev_loop *loop, struct emp_progress *pg)
+{
+	struct pollfd p = { pg->fd, POLLIN, 0 };
+	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+		return;
+	int err = 0;
+	socklen_t len = sizeof(err);
+	getsockopt(pg->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	p.revents = 0;
+	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL))) {
+		if (!pg->dev_failed)
+			fprintf(stderr, "emp: device error (%s): interface down or gone; retrying every 100 ms\n",
+				err ? strerror(err) : "hangup");
+		pg->dev_failed = 1;
+		ev_io_stop(loop, &pg->io);
+		__atomic_store_n(&pg->io_off, 1, __ATOMIC_SEQ_CST);
+		ev_timer_stop(loop, &pg->tm);
+		ev_timer_set(&pg->tm, 0.1, 0.0);
+		ev_timer_start(loop, &pg->tm);
+	}
+}
+
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct emp_progress *pg = w->data;
+	int before = pg->completions;
+	on_event(loop, pg);
+	if (pg->completions != before)
+		pg->idle_wakeups = pg->dev_failed = 0;
+	else if (++pg->idle_wakeups >= 64) {
+		pg->idle_wakeups = 0;
+		check_device(loop, pg);
+	}
+}
 
 static void tio_cb(struct ev_loop *loop, ev_io *w, int revents)
 {

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include "internal.h"
 
@@ -250,6 +251,15 @@ static void block(struct emp_endpoint *ep, emp_req_t **reqs, int n, uint64_t now
 		struct timespec ts = { (time_t)(d / 1000000000ull), (long)(d % 1000000000ull) };
 		struct pollfd pfd[2] = { { ep->dev_fd, POLLIN, 0 }, { w.efd, POLLIN, 0 } };
 		ppoll(pfd, 2, &ts, NULL);
+		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+			/* the interface went down or away: take the error, and sleep
+			 * on our own eventfd rather than spin on a failing device */
+			int err;
+			socklen_t el = sizeof(err);
+			getsockopt(ep->dev_fd, SOL_SOCKET, SO_ERROR, &err, &el);
+			struct timespec nap = { 0, d < 100000000ull ? (long)d : 100000000L };
+			ppoll(&pfd[1], 1, &nap, NULL);
+		}
 	}
 	pthread_mutex_lock(&ep->wait_mu);
 	struct emp_waiter **pp = &ep->waiters;
