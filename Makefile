@@ -103,9 +103,9 @@ $(B)/lib/libempsock.so: $(PRE_OBJ) $(CORE_OBJ) preload/exports.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,--version-script=preload/exports.map -o $@ $(PRE_OBJ) $(CORE_OBJ) $(LDLIBS)
 
-$(B)/bin/emp-run: preload/emp-run.c
+$(B)/bin/emp-run: preload/emp-run.c conf/conf.c conf/conf.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) preload/emp-run.c conf/conf.c -o $@
 
 $(B)/tests/sock/%: preload/tests/%.c
 	@mkdir -p $(dir $@)
@@ -167,3 +167,11 @@ uninstall:
 bench: all
 	bash scripts/bench --quick
 # ---- end bench ----
+
+# ---- check-valgrind: namespace transfers with both ends under valgrind memcheck (root) ----
+# emp-verify -s/-c over libemp, and socat under emp-run --strict; any memcheck error or
+# definite/possible leak fails (suppressions, each with its reason: tests/ns/progs/valgrind.supp).
+.PHONY: check-valgrind
+check-valgrind: all
+	bash tests/ns/progs/valgrind.sh
+# ---- end check-valgrind ----

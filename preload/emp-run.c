@@ -1,24 +1,257 @@
-/* emp-run.c: runs a program with libempsock.so preloaded: emp-run [--conf FILE] [--strict] PROGRAM ARGS... */
+/* emp-run.c: runs a program with libempsock.so preloaded after validating the cluster config:
+ * emp-run [--conf FILE] [--strict] [--debug] PROGRAM ARGS...;  emp-run [--conf FILE] --check-conf [FILE]. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <libgen.h>
 #include <limits.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-static void usage(void)
+#include "conf.h"
+
+static void usage(int rc)
 {
-	fprintf(stderr, "usage: emp-run [--conf FILE] [--strict] [--debug] PROGRAM [ARGS...]\n"
-			"  runs PROGRAM with its TCP connections to the cluster peers of the EMP\n"
-			"  config ($EMP_CONF, else /etc/emp/emp.conf) carried over EMP.\n"
-			"  --strict: a connection to a peer that cannot use EMP fails (EMP_STRICT=1)\n");
-	exit(2);
+	fprintf(rc ? stderr : stdout,
+		"usage: emp-run [--conf FILE] [--strict] [--debug] PROGRAM [ARGS...]\n"
+		"       emp-run [--conf FILE] --check-conf [FILE]\n"
+		"  runs PROGRAM with its TCP connections to the cluster peers of the EMP\n"
+		"  config ($EMP_CONF, else " EMP_CONF_DEFAULT_PATH ") carried over EMP.\n"
+		"  The config is checked first: on an error emp-run prints FILE:LINE and what\n"
+		"  is wrong, and exits 1 without starting PROGRAM.\n"
+		"  --strict: a connection to a peer that cannot use EMP fails (EMP_STRICT=1)\n"
+		"  --debug: one line per sockets-layer decision on stderr (EMP_SOCK_DEBUG=1)\n"
+		"  --check-conf [FILE]: validate the config (FILE, else --conf, $EMP_CONF or\n"
+		"    the default), print the resolved peers (name, IPv4, MAC, interface, and\n"
+		"    whether this host reaches them), options and rules; exit 0 if valid,\n"
+		"    1 if not\n");
+	exit(rc);
+}
+
+/* ---- what this machine has: interfaces (name, MAC, flags) and IPv4 addresses ---- */
+
+#define MAX_IFS 256
+struct lif {
+	char name[IF_NAMESIZE + 1];
+	unsigned flags;
+	int has_mac;
+	uint8_t mac[6];
+	int naddr;
+	uint32_t addr[8];            /* IPv4, network order */
+};
+static struct lif lifs[MAX_IFS];
+static int nlifs;
+
+static struct lif *lif_get(const char *name, int create)
+{
+	for (int i = 0; i < nlifs; i++)
+		if (!strcmp(lifs[i].name, name))
+			return &lifs[i];
+	if (!create || nlifs >= MAX_IFS)
+		return NULL;
+	struct lif *l = &lifs[nlifs++];
+	memset(l, 0, sizeof *l);
+	snprintf(l->name, sizeof l->name, "%s", name);
+	return l;
+}
+
+static void scan_interfaces(void)
+{
+	struct ifaddrs *ifa, *i;
+	if (getifaddrs(&ifa) < 0)
+		return;
+	for (i = ifa; i; i = i->ifa_next) {
+		struct lif *l = lif_get(i->ifa_name, 1);
+		if (!l)
+			continue;
+		l->flags = i->ifa_flags;
+		if (!i->ifa_addr)
+			continue;
+		if (i->ifa_addr->sa_family == AF_PACKET) {
+			const struct sockaddr_ll *ll = (const struct sockaddr_ll *)i->ifa_addr;
+			if (ll->sll_halen == 6) {
+				memcpy(l->mac, ll->sll_addr, 6);
+				l->has_mac = 1;
+			}
+		} else if (i->ifa_addr->sa_family == AF_INET && l->naddr < 8) {
+			l->addr[l->naddr++] = ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+		}
+	}
+	freeifaddrs(ifa);
+}
+
+static struct lif *lif_by_ip(uint32_t ip)
+{
+	for (int i = 0; i < nlifs; i++)
+		for (int k = 0; k < lifs[i].naddr; k++)
+			if (lifs[i].addr[k] == ip)
+				return &lifs[i];
+	return NULL;
+}
+
+static struct lif *lif_by_mac(const uint8_t mac[6])
+{
+	for (int i = 0; i < nlifs; i++)
+		if (lifs[i].has_mac && !memcmp(lifs[i].mac, mac, 6))
+			return &lifs[i];
+	return NULL;
+}
+
+/* Local address the kernel would use toward ip (no packet is sent). */
+static int route_src(uint32_t ip, uint32_t *src)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = ip };
+	socklen_t len = sizeof a;
+	int rc = connect(s, (struct sockaddr *)&a, sizeof a);
+	if (rc == 0)
+		rc = getsockname(s, (struct sockaddr *)&a, &len);
+	close(s);
+	if (rc == 0)
+		*src = a.sin_addr.s_addr;
+	return rc;
+}
+
+/* ---- --check-conf ---- */
+
+static const char *yes_no(int v) { return v ? "on" : "off"; }
+
+static int check_conf(const char *path)
+{
+	struct emp_conf c;
+	char err[512];
+	if (emp_conf_load(&c, path, err, sizeof err) < 0) {
+		fprintf(stderr, "emp-run: %s\n", err);
+		emp_conf_free(&c);
+		return 1;
+	}
+	scan_interfaces();
+
+	/* This host: the line whose MAC (what libemp uses) or IPv4 is local. */
+	int self = -1, self_by_ip = -1;
+	for (int i = 0; i < c.npeers; i++) {
+		if (self < 0 && lif_by_mac(c.peers[i].mac))
+			self = i;
+		if (self_by_ip < 0 && lif_by_ip(c.peers[i].ip))
+			self_by_ip = i;
+	}
+	/* The EMP interface, found the way libemp finds it: $EMP_IFNAME, else this
+	 * host's line (its IFNAME, or the interface holding its IPv4), else the
+	 * interface the kernel routes the first reachable peer through. */
+	char ifname[IF_NAMESIZE + 1] = "";
+	const char *how = "";
+	const char *env = getenv("EMP_IFNAME");
+	if (env && *env) {
+		snprintf(ifname, sizeof ifname, "%s", env);
+		how = "$EMP_IFNAME";
+	} else if (self_by_ip >= 0) {
+		const struct emp_conf_peer *pe = &c.peers[self_by_ip];
+		snprintf(ifname, sizeof ifname, "%s", pe->ifname[0] ? pe->ifname : lif_by_ip(pe->ip)->name);
+		how = pe->ifname[0] ? "this host's peer line" : "holds this host's address";
+	} else {
+		for (int i = 0; i < c.npeers && !ifname[0]; i++) {
+			uint32_t src;
+			struct lif *l;
+			if (route_src(c.peers[i].ip, &src) == 0 && (l = lif_by_ip(src)) && strcmp(l->name, "lo")) {
+				snprintf(ifname, sizeof ifname, "%s", l->name);
+				how = "kernel route";
+			}
+		}
+	}
+	struct lif *eif = ifname[0] ? lif_get(ifname, 0) : NULL;
+	int up = eif && (eif->flags & IFF_UP) && (eif->flags & IFF_RUNNING);
+	char mac[18];
+
+	printf("%s: valid: %d peer%s, %d rule%s\n", c.path, c.npeers, c.npeers == 1 ? "" : "s", c.nrules,
+	       c.nrules == 1 ? "" : "s");
+	if (!ifname[0])
+		printf("interface: none toward the cluster (no peer address is local or routable; "
+		       "set EMP_IFNAME or add IFNAME to this host's peer line)\n");
+	else if (!eif)
+		printf("interface: %s (%s): no such interface on this host\n", ifname, how);
+	else {
+		if (eif->has_mac)
+			emp_conf_format_mac(eif->mac, mac);
+		printf("interface: %s (%s): %s, MAC %s\n", ifname, how,
+		       up ? "up" : (eif->flags & IFF_UP) ? "up, no carrier" : "down", eif->has_mac ? mac : "none");
+	}
+	printf("%-5s %-16s %-15s %-17s %-9s %s\n", "LINE", "PEER", "IPV4", "MAC", "IFNAME", "FROM THIS HOST");
+	int warn = 0;
+	for (int i = 0; i < c.npeers; i++) {
+		const struct emp_conf_peer *pe = &c.peers[i];
+		char ip[INET_ADDRSTRLEN], reach[160];
+		inet_ntop(AF_INET, &pe->ip, ip, sizeof ip);
+		emp_conf_format_mac(pe->mac, mac);
+		if (i == self || (self < 0 && i == self_by_ip)) {
+			struct lif *l = lif_by_mac(pe->mac);
+			if (i == self)
+				snprintf(reach, sizeof reach, "this host (MAC on %s)", l ? l->name : "?");
+			else
+				snprintf(reach, sizeof reach, "this host by address, but no local interface has MAC %s",
+					 mac), warn++;
+			if (pe->ifname[0] && !lif_get(pe->ifname, 0)) {
+				snprintf(reach + strlen(reach), sizeof reach - strlen(reach),
+					 "; interface %s does not exist", pe->ifname);
+				warn++;
+			}
+		} else if (self < 0) {
+			snprintf(reach, sizeof reach, "unreachable: this host is not in the config "
+				 "(peers drop frames from unknown MACs)");
+		} else if (!ifname[0]) {
+			snprintf(reach, sizeof reach, "unreachable: no interface toward the cluster");
+		} else if (!eif) {
+			snprintf(reach, sizeof reach, "unreachable: %s does not exist", ifname);
+		} else if (!up) {
+			snprintf(reach, sizeof reach, "unreachable: %s is %s", ifname,
+				 (eif->flags & IFF_UP) ? "up without carrier" : "down");
+		} else {
+			snprintf(reach, sizeof reach, "reachable via %s (up)", ifname);
+		}
+		printf("%-5d %-16s %-15s %-17s %-9s %s\n", pe->line, pe->name, ip, mac, pe->ifname[0] ? pe->ifname : "-",
+		       reach);
+	}
+	if (self < 0 && self_by_ip < 0)
+		printf("this host: not in the config (no local interface has a peer's MAC or address); "
+		       "programs here keep kernel TCP\n");
+	const struct emp_conf_options *o = &c.opt;
+	printf("options: ack_every %u, rto_us %llu, rto_max_us %llu, retries %u, flow_control %s, checksum %s,\n"
+	       "         window %u, peer_window %u, descriptors %u, ethertype 0x%04x, qdisc_bypass %s,\n"
+	       "         ack_delay_us %llu, spin_us %u\n",
+	       o->ack_every, (unsigned long long)o->rto_us, (unsigned long long)o->rto_max_us, o->retries,
+	       yes_no(o->flow_control), yes_no(o->checksum), o->window, o->peer_window, o->descriptors,
+	       o->ethertype, yes_no(o->qdisc_bypass), (unsigned long long)o->ack_delay_us, o->spin_us);
+	if (!c.nrules)
+		printf("rules: none: every stream socket to a peer uses EMP\n");
+	else
+		printf("rules (first match wins; a socket that matches none uses EMP):\n");
+	for (int i = 0; i < c.nrules; i++) {
+		const struct emp_conf_rule *r = &c.rules[i];
+		char port[24] = "any";
+		if (r->port_lo == r->port_hi && r->port_lo)
+			snprintf(port, sizeof port, "%u", r->port_lo);
+		else if (r->port_lo || r->port_hi)
+			snprintf(port, sizeof port, "%u-%u", r->port_lo, r->port_hi);
+		printf("  line %-4d use %-6s port %-11s prog %-12s peer %s\n", r->line, r->use_emp ? "emp" : "kernel",
+		       port, r->prog[0] ? r->prog : "any", r->peer[0] ? r->peer : "any");
+	}
+	if (warn)
+		printf("warnings: %d (the config is valid; see above)\n", warn);
+	emp_conf_free(&c);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	int i = 1;
+	int i = 1, check = 0;
+	const char *check_file = NULL, *conf_arg = NULL;   /* conf_arg: --conf, for messages */
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--")) {
 			i++;
@@ -29,21 +262,51 @@ int main(int argc, char **argv)
 			if (realpath(c, abs))
 				c = abs;
 			setenv("EMP_CONF", c, 1);
+			conf_arg = getenv("EMP_CONF");
 		} else if (!strncmp(argv[i], "--conf=", 7)) {
 			setenv("EMP_CONF", argv[i] + 7, 1);
+			conf_arg = getenv("EMP_CONF");
+		} else if (!strcmp(argv[i], "--check-conf")) {
+			check = 1;
+			if (i + 1 < argc && strncmp(argv[i + 1], "--", 2))
+				check_file = argv[++i];
+		} else if (!strncmp(argv[i], "--check-conf=", 13)) {
+			check = 1;
+			check_file = argv[i] + 13;
 		} else if (!strcmp(argv[i], "--strict")) {
 			setenv("EMP_STRICT", "1", 1);
 		} else if (!strcmp(argv[i], "--debug")) {
 			setenv("EMP_SOCK_DEBUG", "1", 1);
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage();
+			usage(0);
 		} else {
 			fprintf(stderr, "emp-run: unknown option %s\n", argv[i]);
-			usage();
+			usage(2);
 		}
 	}
+	if (check) {
+		if (i < argc) {
+			fprintf(stderr, "emp-run: --check-conf runs no program\n");
+			usage(2);
+		}
+		return check_conf(check_file ? check_file : conf_arg);
+	}
 	if (i >= argc)
-		usage();
+		usage(2);
+
+	/* Never start the program on a config the shim would refuse: the same
+	 * parser, the same file ($EMP_CONF, set by --conf, else the default). */
+	{
+		struct emp_conf c;
+		char err[512];
+		int r = emp_conf_load(&c, conf_arg, err, sizeof err);
+		emp_conf_free(&c);
+		if (r < 0) {
+			fprintf(stderr, "emp-run: %s\nemp-run: not starting %s\n", err, argv[i]);
+			return 1;
+		}
+	}
+
 	char lib[PATH_MAX], self[PATH_MAX];
 	const char *env = getenv("EMP_SOCK_LIB");
 	if (env && *env) {

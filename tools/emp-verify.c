@@ -63,9 +63,11 @@ int main(int argc, char **argv)
 	int64_t tmo = secs * 1000000000ll;
 	struct emp_status st;
 	int bad = 0;
+	uint8_t *buf = NULL, *ref = NULL;       /* freed after emp_close: receives may still be posted */
 	if (t.server) {
 		long want = t.iters * clients, got = 0, bytes = 0;
-		uint8_t *buf = malloc(maxsz * DEPTH), *ref = malloc(maxsz);
+		buf = malloc(maxsz * DEPTH);
+		ref = malloc(maxsz);
 		emp_req_t *rr[DEPTH];
 		emp_addr_t any = { EMP_ANY_HOST, EMP_ANY_EP };
 		for (int i = 0; i < DEPTH; i++) {
@@ -104,7 +106,7 @@ int main(int argc, char **argv)
 		tool_counters(ep, stdout);
 	} else {
 		emp_addr_t peer = tool_peer(ep, &t);
-		uint8_t *buf = malloc(maxsz * DEPTH);
+		buf = malloc(maxsz * DEPTH);
 		emp_req_t *sr[DEPTH] = { 0 };
 		long sent = 0, done = 0;
 		while (done < t.iters) {
@@ -135,5 +137,7 @@ int main(int argc, char **argv)
 		tool_counters(ep, stdout);
 	}
 	emp_close(ep);
+	free(buf);
+	free(ref);
 	return bad ? 1 : 0;
 }
