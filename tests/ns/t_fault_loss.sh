@@ -66,8 +66,8 @@ burst_loop() {
 	local n=0
 	set +e
 	while :; do
-		cluster_loss 30; sleep 0.15; cluster_loss 0; n=$((n + 1)); echo "$n" > "$T/bursts"; sleep 0.15
-		cluster_loss 99; sleep 0.3; cluster_loss 0; n=$((n + 1)); echo "$n" > "$T/bursts"; sleep 0.15
+		cluster_loss 30; sleep 0.15; cluster_loss 0; n=$((n + 1)); echo "$n" > "$T/bursts.tmp"; mv -f "$T/bursts.tmp" "$T/bursts"; sleep 0.15
+		cluster_loss 99; sleep 0.3; cluster_loss 0; n=$((n + 1)); echo "$n" > "$T/bursts.tmp"; mv -f "$T/bursts.tmp" "$T/bursts"; sleep 0.15
 	done
 }
 for d in "1 2" "2 1"; do
@@ -79,7 +79,7 @@ for d in "1 2" "2 1"; do
 	kill "$tog" 2>/dev/null || true
 	wait "$tog" 2>/dev/null || true
 	cluster_loss 0
-	b=$(cat "$T/bursts")
+	b=$(cat "$T/bursts" 2>/dev/null); b=${b:-0}   # the toggler writes it atomically (mv)
 	at_least "bursts h$1->h$2: loss bursts during the transfer" "$b" 2
 	at_least "bursts h$1->h$2: frames dropped by nft" "$LOST" 100
 done
