@@ -175,12 +175,6 @@ int main(int argc, char **argv)
 	}
 	if (t.json)
 		printf("]}\n");
-	emp_req_t *q;
-	struct emp_status st;
-	if (emp_post_send(ep, peer, TAG_QUIT, NULL, 0, &q) == 0)
-		emp_wait(ep, q, &st, 2000000000);
-	if (getenv("EMP_TOOL_COUNTERS"))
-		tool_counters(ep, stderr);
-	emp_close(ep);
+	tool_finish(ep, peer, TAG_QUIT);
 	return 0;
 }

@@ -118,4 +118,17 @@ static inline void tool_counters(emp_endpoint_t *ep, FILE *f)
 			fprintf(f, "emp:   drop %s %llu\n", emp__drop_names[i], (unsigned long long)c.drops[i]);
 }
 
+/* Client end: tell the server we are done (tag quit), print counters if
+ * EMP_TOOL_COUNTERS is set, close. */
+static inline void tool_finish(emp_endpoint_t *ep, emp_addr_t peer, uint32_t quit_tag)
+{
+	emp_req_t *q;
+	struct emp_status st;
+	if (emp_post_send(ep, peer, quit_tag, NULL, 0, &q) == 0)
+		emp_wait(ep, q, &st, 2000000000);
+	if (getenv("EMP_TOOL_COUNTERS"))
+		tool_counters(ep, stderr);
+	emp_close(ep);
+}
+
 #endif
