@@ -122,8 +122,12 @@ static void take(struct emp_fw *fw, uint32_t idx, uint64_t now)
 	struct emp_desc *d = &fw->desc[idx];
 	struct rec *x = &fw->rec[idx];
 	int32_t r = (int32_t)idx;
-	if (x->kind != REC_FREE)
-		return;                           /* posted twice: the first post stands */
+	if (x->kind != REC_FREE || __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_POSTED) {
+		/* posted twice (the first post stands), or an entry for a
+		 * descriptor the host owns (a stale or corrupt entry): refused */
+		fw->ctr.posts_refused++;
+		return;
+	}
 	memset(x, 0, sizeof(*x));
 	x->next = x->prev = x->peer = NIL;
 	uint64_t len = 0;

@@ -44,6 +44,7 @@ struct peer {
 	uint32_t credits;           /* their last advertised free receives */
 	uint32_t unacked_starts;    /* messages started since that advertisement */
 	uint64_t hello_deadline, hello_rto, fc_probe_at;
+	uint64_t challenge_at;      /* rate limit for PROBEs of the incarnation we know */
 	uint64_t srtt, rttvar, rto;  /* round-trip estimate (ns), Jacobson/Karels */
 	uint32_t hello_tries;
 	uint64_t nack_sent_at;      /* rate limit for no-recv notices (per message) */
@@ -158,6 +159,7 @@ void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t n
 void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now);
 void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p);
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h);
+void emp__rx_probe(struct emp_fw *fw, const struct hdr *h, uint64_t now);
 /* send.c: data frames and the tx batch */
 uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags, uint32_t msg_id,
 		      uint16_t session, uint32_t body_len);

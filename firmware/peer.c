@@ -122,6 +122,26 @@ static void tx_side_reset(struct emp_fw *fw, int32_t p, uint64_t now)
 	pe->tx_remote_inc = 0;
 }
 
+/* The incarnation of this peer we currently believe in (0: none yet). */
+static uint32_t known_inc(const struct peer *pe)
+{
+	if (pe->rx_known)
+		return pe->rx_remote_inc;
+	return pe->tx_state != PTX_NEW ? pe->tx_remote_inc : 0;
+}
+
+/* Ask the incarnation we know whether it is still alive (see PROBE in proto.h). */
+static void send_probe(struct emp_fw *fw, int32_t p, uint32_t inc, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	if (pe->challenge_at && now < pe->challenge_at)
+		return;
+	pe->challenge_at = now + fw->cfg.rto_ns;
+	uint8_t *b = emp__tx_slot(fw, p, EMP_T_PROBE, 0, 0, 0, 0);
+	put32(b - EMP_HDR_LEN + 12, inc);   /* dst_inc: the life in question */
+	fw->ctr.probes_sent++;
+}
+
 void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now)
 {
 	struct peer *pe = &fw->peer[p];
@@ -129,14 +149,15 @@ void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t n
 		emp__drop(fw, EMP_DROP_BAD_LEN);
 		return;
 	}
-	if (!pe->rx_known || pe->rx_remote_inc != h->src_inc) {
-		if (pe->rx_known || (pe->tx_remote_inc && pe->tx_remote_inc != h->src_inc)) {
-			/* a new life of a peer we knew: forget everything of the old one */
-			fw->ctr.peer_restarts++;
-			emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
-			if (pe->tx_state == PTX_UP && pe->tx_remote_inc != h->src_inc)
-				tx_side_reset(fw, p, now);
-		}
+	uint32_t known = known_inc(pe);
+	if (known && known != h->src_inc) {
+		/* another life than the one we talk to: a restart, or a replay of a
+		 * dead life. Only the known one's successor can prove it (STALE). */
+		send_probe(fw, p, known, now);
+		emp__drop(fw, EMP_DROP_STALE);
+		return;
+	}
+	if (!pe->rx_known) {
 		pe->rx_known = 1;
 		pe->rx_remote_inc = h->src_inc;
 		pe->rx_session = h->session;
@@ -187,24 +208,31 @@ void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64
 	emp__peer_activate(fw, p);
 }
 
-/* The peer says it no longer has the incarnation our frame named. */
+/* The peer says it no longer has the incarnation our frame named: that life
+ * is over. Acted on only when it names the life we believe in, and comes from
+ * another one, to us as we are now. */
 void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
 {
 	struct peer *pe = &fw->peer[p];
-	if (pe->tx_state == PTX_NEW || pe->tx_remote_inc == h->src_inc) {
+	uint32_t named = get32(h->body);
+	int tx = pe->tx_state != PTX_NEW && pe->tx_remote_inc == named;
+	int rx = pe->rx_known && pe->rx_remote_inc == named;
+	if (h->dst_inc != fw->cfg.incarnation || named == h->src_inc || (!tx && !rx)) {
 		emp__drop(fw, EMP_DROP_STALE);
 		return;
 	}
 	fw->ctr.peer_restarts++;
-	tx_side_reset(fw, p, fw->now);
-	if (pe->rx_known && pe->rx_remote_inc != h->src_inc) {
+	if (tx)
+		tx_side_reset(fw, p, fw->now);
+	if (rx) {
 		/* its previous life's messages to us can never complete either; its
-		 * new life's HELLO is then a first contact, not a second restart */
+		 * new life's HELLO is then a first contact */
 		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
 		pe->rx_known = 0;
 	}
 }
 
+/* Answer a frame that named an incarnation of ours that is gone. */
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h)
 {
 	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
@@ -213,5 +241,19 @@ void emp__send_stale(struct emp_fw *fw, const struct hdr *h)
 	if (p == NIL)
 		return;
 	fw->ctr.stale_sent++;
-	emp__tx_slot(fw, p, EMP_T_STALE, 0, 0, 0, 0);
+	uint8_t *b = emp__tx_slot(fw, p, EMP_T_STALE, 0, 0, 0, EMP_STALE_HDR_LEN);
+	put32(b - EMP_HDR_LEN + 12, h->src_inc);   /* to the life that sent it */
+	put32(b, h->dst_inc);
+}
+
+void emp__rx_probe(struct emp_fw *fw, const struct hdr *h, uint64_t now)
+{
+	if (h->dst_inc == fw->cfg.incarnation)
+		return;   /* still us: the HELLO that made the peer ask was not ours */
+	emp__send_stale(fw, h);
+	emp__drop(fw, EMP_DROP_STALE);
+	/* our own HELLO is what the peer doubted: send it again at once */
+	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
+	if (p != NIL && fw->peer[p].tx_state == PTX_HELLO)
+		emp__peer_send_hello(fw, p, now);
 }

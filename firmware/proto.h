@@ -47,14 +47,24 @@
  *   28  4   mtu       sender's device MTU
  *   32  4   rsvd
  *
- *  STALE (no body): "your frame named an incarnation I no longer have";
+ *  STALE (4 bytes): "your frame named an incarnation I no longer have";
  *   the common header carries the current incarnation in src_inc.
+ *   28  4   named     the incarnation the refused frame named (its dst_inc):
+ *                     the receiver acts only if that is the one it believes
+ *                     in, so a STALE replayed from another life changes nothing
+ *
+ *  PROBE (no body): "are you still dst_inc?". A HELLO from an incarnation
+ *   other than the one we know may be a replay of a dead life; before giving
+ *   up the known one we ask it (TCP's challenge ACK, RFC 5961). The known
+ *   incarnation, if alive, ignores the probe; its successor answers STALE,
+ *   and resends its own HELLO, which is then accepted.
  */
 
 #define EMP_HDR_LEN        28
 #define EMP_DATA_HDR_LEN   20
 #define EMP_ACK_HDR_LEN    16
 #define EMP_HELLO_HDR_LEN   8
+#define EMP_STALE_HDR_LEN   4
 #define EMP_DATA_OVERHEAD  (EMP_HDR_LEN + EMP_DATA_HDR_LEN)   /* beyond Ethernet */
 #define EMP_FRAME_MAX      (EMP_ETH_HLEN + 65535)
 #define EMP_MIN_MTU        (EMP_DATA_OVERHEAD + 64)
@@ -69,6 +79,7 @@ enum emp_frame_type {
 	EMP_T_HELLO     = 3,
 	EMP_T_HELLO_ACK = 4,
 	EMP_T_STALE     = 5,
+	EMP_T_PROBE     = 6,
 };
 
 enum emp_frame_flags {

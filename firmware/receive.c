@@ -235,6 +235,8 @@ static int64_t body_size(uint8_t type, const uint8_t *body, uint32_t avail)
 	case EMP_T_HELLO_ACK:
 		return EMP_HELLO_HDR_LEN;
 	case EMP_T_STALE:
+		return EMP_STALE_HDR_LEN;
+	case EMP_T_PROBE:
 		return 0;
 	default:
 		return -1;
@@ -339,6 +341,9 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 			emp__drop(fw, EMP_DROP_STALE);
 		else
 			emp__rx_stale(fw, &h, p);
+		break;
+	case EMP_T_PROBE:
+		emp__rx_probe(fw, &h, now);
 		break;
 	default:
 		emp__drop(fw, EMP_DROP_TYPE);

@@ -146,22 +146,25 @@ static void zombify(struct es_sock *s)
 	pthread_mutex_unlock(&zlock);
 }
 
-void es__conn_destroy(struct es_sock *s, int flushit)
+/* Returns 1 when the connection lingers: the linger list then owns s (an
+ * orphan s is freed by reap(), possibly before this returns). */
+int es__conn_destroy(struct es_sock *s, int flushit)
 {
 	struct es_conn *c = s->c;
 	if (!c)
-		return;
+		return 0;
 	if (c->gen != es__g.gen) {   /* inherited across fork: the parent's */
 		s->c = NULL;
-		return;
+		return 0;
 	}
 	if (flushit && c->peer_known && !c->err && !c->kdead) {
 		zombify(s);
 		reap(0);
-		return;
+		return 1;
 	}
 	es__sock_lock(s);
 	teardown_locked(s);
+	return 0;
 }
 
 void es__conn_atfork_child(void)

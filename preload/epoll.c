@@ -234,13 +234,15 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		else
 			ret = R_(epoll_ctl)(epfd, op, fd, ev), e = errno;
 		reg_unlink(r);
+		r = NULL;   /* freed */
 		break;
 	default:
 		e = EINVAL;
 		ret = -1;
 	}
+	int kick = ret == 0 && r && r->emulated;   /* r may go once ep_lock is released */
 	pthread_mutex_unlock(&ep_lock);
-	if (ret == 0 && r && r->emulated) {
+	if (kick) {
 		uint64_t one = 1;
 		if (s->nfd >= 0)
 			R_(write)(s->nfd, &one, 8);   /* make the new state an edge */

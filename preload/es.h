@@ -169,7 +169,7 @@ int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
 void es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);
-void es__conn_destroy(struct es_sock *s, int flush);
+int es__conn_destroy(struct es_sock *s, int flush);
 uint32_t es__conn_lid(struct es_sock *s);
 void es__process(struct es_sock *s);          /* lock held */
 void es__process_all(void);

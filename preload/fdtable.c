@@ -131,10 +131,8 @@ void es__sock_unref_fd(int fd, struct es_sock *s)
 	if (s->nfd >= 0)
 		R_(close)(s->nfd);
 	s->nfd = -1;
-	if (s->c)
-		es__conn_destroy(s, !s->linger0 && s->state == ES_EMP);
-	if (!s->c)   /* else a lingering connection owns it now */
-		free(s);
+	if (!es__conn_destroy(s, !s->linger0 && s->state == ES_EMP))
+		free(s);   /* else the linger list owns it (and may have freed it already) */
 }
 
 void es__sock_lock(struct es_sock *s)

@@ -31,7 +31,7 @@
  *   8 replay      which                        a frame the peer sent earlier, again
  *   9 restart                                  the engine re-initialised (new incarnation); its host
  *                                              takes every descriptor back
- *  10 post twice  idx                          an index the engine still holds, or out of range, again
+ *  10 post twice  idx                          any index again (held by the engine or the host), or out of range
  *  11 kick                                     emp__fw_mailbox on unkicked posts
  *  12 timers      dt                           emp__fw_timers only
  *  13 run         rounds                       both engines polled, time in quarter RTOs
@@ -724,11 +724,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			harvest(e);
 			if (w & 0x80)
 				mb_push(e, NDESC + (uint32_t)w * 3);     /* out of range */
-			else if (e->h[i].st == H_POSTED && e->h[i].kicked &&
-				 __atomic_load_n(&e->desc[i].stat, __ATOMIC_ACQUIRE) == EMP_DS_POSTED)
-				mb_push(e, i);    /* posted twice while the engine still has it (once it
-						   * is DONE the host owns it: a second entry then is a
-						   * host bug the engine does not detect, see README) */
+			else
+				mb_push(e, i);    /* again: while the engine still has it, or once the
+						   * host owns it (DONE, reclaimed): the engine must
+						   * refuse it (posts_refused), never write it */
 			kick(e);
 			break;
 		}

@@ -60,14 +60,14 @@ cluster_loss 0
 echo "throughput: 0% loss $rate0 MB/s, 1% loss $rate1 MB/s, ratio $(( rate1 * 100 / (rate0 > 0 ? rate0 : 1) ))%"
 
 # bursts: the rule switched on and off during the transfer (30 % for 150 ms, off 150 ms,
-# 99 % for 300 ms: a near blackout, off 150 ms, ...). The toggler counts its bursts.
-# (99, not 100: `scripts/cluster loss 100` writes `mod 100 < 100`, which nft rejects.)
+# 100 % for 300 ms: a blackout, off 150 ms, ...). The toggler counts the bursts it could set
+# (a rule nft refuses stops it, and the count check fails).
 burst_loop() {
 	local n=0
 	set +e
 	while :; do
-		cluster_loss 30; sleep 0.15; cluster_loss 0; n=$((n + 1)); echo "$n" > "$T/bursts.tmp"; mv -f "$T/bursts.tmp" "$T/bursts"; sleep 0.15
-		cluster_loss 99; sleep 0.3; cluster_loss 0; n=$((n + 1)); echo "$n" > "$T/bursts.tmp"; mv -f "$T/bursts.tmp" "$T/bursts"; sleep 0.15
+		cluster_loss 30 || return 1; sleep 0.15; cluster_loss 0; n=$((n + 1)); echo "$n" > "$T/bursts.tmp"; mv -f "$T/bursts.tmp" "$T/bursts"; sleep 0.15
+		cluster_loss 100 || return 1; sleep 0.3; cluster_loss 0; n=$((n + 1)); echo "$n" > "$T/bursts.tmp"; mv -f "$T/bursts.tmp" "$T/bursts"; sleep 0.15
 	done
 }
 for d in "1 2" "2 1"; do

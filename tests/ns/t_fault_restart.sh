@@ -3,8 +3,8 @@
 # timeout: 60
 # The server runs as pid 1 of a new pid namespace, so the shim picks the same endpoint id
 # (1024 + pid) in both lives: only the incarnation differs, which is the case under test.
-# FAULT_REPLAY_HELLO=1 also replays the previous life's HELLO and asserts that the engine keeps
-# the new incarnation (it does not today: see the Faults section of README.md).
+# Then the previous life's HELLO is replayed: the client's engine probes the life it knows
+# (alive), so it keeps the new incarnation and counts no second restart.
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 FT=$ROOT/build/tests/sock/faultt
 FR="python3 $ROOT/tests/ns/progs/frames.py"
@@ -73,12 +73,13 @@ expect "a new incarnation" [ "$p1" != "$p2" ]
 at_least "client engine counted the restart (peer_restarts)" "$r2" $((r1 + 1))
 at_least "every replayed frame of the previous life dropped as stale/no_session" $((s1 - s0)) $(( (ndata + nack) * 5 ))
 
-if [ "${FAULT_REPLAY_HELLO:-0}" = 1 ]; then
-	on 2 $FR replay eth0 "$T/old.frames" 1 hello
-	sleep 1.2                  # the statistics of an idle endpoint are rewritten every second
-	p3=$(peer_h2 "$cli")
-	js "$cli" "'after the replayed HELLO: peer_restarts %d' % d['counters']['peer_restarts']"
-	expect "a replayed HELLO of the previous life does not bring it back ($p3)" [ "$p3" = "$p2" ]
-fi
+on 2 $FR replay eth0 "$T/old.frames" 1 hello
+sleep 1.2                      # the statistics of an idle endpoint are rewritten every second
+p3=$(peer_h2 "$cli"); r3=$(js "$cli" "d['counters']['peer_restarts']")
+pr=$(js "$cli" "d['counters']['probes_sent']")
+js "$cli" "'after the replayed HELLO: peer_restarts %d probes_sent %d' % (d['counters']['peer_restarts'], d['counters']['probes_sent'])"
+expect "a replayed HELLO of the previous life does not bring it back ($p3)" [ "$p3" = "$p2" ]
+expect "no second restart counted" [ "$r3" = "$r2" ]
+at_least "the client probed the life it knows" "$pr" 1
 touch "$T/go.end"
 wait "$cli" || fail "client failed"

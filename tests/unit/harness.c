@@ -292,6 +292,10 @@ size_t h_frame_build(const struct h_frame *f, uint8_t *buf)
 		p32(b + 4, 0);
 		body = EMP_HELLO_HDR_LEN;
 		break;
+	case EMP_T_STALE:
+		p32(b, f->named);
+		body = EMP_STALE_HDR_LEN;
+		break;
 	default:
 		break;
 	}
@@ -351,6 +355,11 @@ int h_frame_parse(const uint8_t *buf, uint32_t len, struct h_frame *f)
 		if (avail < EMP_HELLO_HDR_LEN)
 			return -1;
 		f->mtu = g32(b);
+		break;
+	case EMP_T_STALE:
+		if (avail < EMP_STALE_HDR_LEN)
+			return -1;
+		f->named = g32(b);
 		break;
 	default:
 		break;

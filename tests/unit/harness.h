@@ -64,6 +64,7 @@ struct h_frame {
 	uint32_t cum, nframes;              /* ACK */
 	uint64_t sack;
 	uint32_t mtu;                       /* HELLO, HELLO_ACK */
+	uint32_t named;                     /* STALE: the incarnation refused */
 	const void *payload;                /* DATA: plen bytes (NULL: zeros) */
 	int csum;                           /* compute the CRC32C and set EMP_F_CSUM */
 };

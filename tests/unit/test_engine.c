@@ -4,6 +4,7 @@
 #include <string.h>
 #include "runner.h"
 #include "harness.h"
+#include "../../libemp/internal.h"
 
 #define SEC 1000000000ull
 #define US  1000ull
@@ -274,6 +275,67 @@ static void t_persistent(void)
 	CHECK_EQ(emp_req_free(h.ep[0], s), 0);
 	CHECK_EQ(emp_req_free(h.ep[1], r), 0);
 	CHECK_EQ(emp_req_free(h.ep[1], r), -EINVAL);
+	h_free(&h);
+}
+
+/* A mailbox entry for a descriptor the host owns again (completed, or
+ * freed) is refused and counted: the engine never takes it, never writes it,
+ * and a message for its buffer finds no receive. */
+static void stale_entry(struct harness *h, int i, emp_req_t *d)
+{
+	struct emp_endpoint *ep = h->ep[i];
+	uint32_t head = ep->mb.head;
+	ep->mb.ring[head & ep->mb.mask] = (uint32_t)(d - ep->desc);
+	__atomic_store_n(&ep->mb.head, head + 1, __ATOMIC_SEQ_CST);
+	h_run(h, NULL, NULL, 1 * MS);
+}
+
+static void t_stale_mailbox_entry(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	enum { LEN = 5000 };
+	static uint8_t sb[LEN], rb[LEN];
+	struct iovec sv = { sb, LEN }, rv = { rb, LEN };
+	emp_req_t *s, *r, *s2;
+	struct emp_status st;
+	h_fill(sb, LEN, 1);
+	CHECK_EQ(emp_send_init(h.ep[0], h_addr(1), 42, &sv, 1, &s), 0);
+	CHECK_EQ(emp_recv_init(h.ep[1], h_addr(0), 42, &rv, 1, &r), 0);
+	CHECK_EQ(emp_start(h.ep[1], r), 0);
+	CHECK_EQ(emp_start(h.ep[0], s), 0);
+	CHECK(h_wait(&h, 1, r, &st, 1 * SEC));
+	CHECK(h_wait(&h, 0, s, &st, 1 * SEC));
+	CHECK(h_check(rb, LEN, 1));
+	/* the completed receive's index again: refused, the descriptor untouched */
+	stale_entry(&h, 1, r);
+	CHECK_EQ(h_ctr(&h, 1).posts_refused, 1);
+	CHECK_EQ(__atomic_load_n(&r->stat, __ATOMIC_ACQUIRE), EMP_DS_HOST);
+	CHECK_EQ(r->result, LEN);
+	uint32_t recs;
+	emp_get_usage(h.ep[1], NULL, NULL, &recs);
+	CHECK_EQ(recs, 0);
+	/* a message now finds no receive: its buffer is not written */
+	memset(rb, 0, LEN);
+	h_fill(sb, LEN, 2);
+	struct iovec sv2 = { sb, LEN };
+	CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 42, &sv2, 1, &s2), 0);
+	h_run(&h, NULL, NULL, 2 * MS);
+	CHECK(h_ctr(&h, 1).drops[EMP_DROP_NO_RECV] > 0);
+	for (int k = 0; k < LEN; k++)
+		CHECK_EQ(rb[k], 0);
+	/* a freed descriptor's index: refused too; then the receive is posted properly */
+	CHECK_EQ(emp_req_free(h.ep[1], r), 0);
+	stale_entry(&h, 1, r);
+	CHECK_EQ(h_ctr(&h, 1).posts_refused, 2);
+	CHECK_EQ(emp_recv_init(h.ep[1], h_addr(0), 42, &rv, 1, &r), 0);
+	CHECK_EQ(emp_start(h.ep[1], r), 0);
+	CHECK(h_wait(&h, 1, r, &st, 1 * SEC));
+	CHECK_EQ(st.result, LEN);
+	CHECK(h_check(rb, LEN, 2));
+	CHECK(h_wait(&h, 0, s2, &st, 1 * SEC));
+	CHECK_EQ(emp_req_free(h.ep[1], r), 0);
+	CHECK_EQ(emp_req_free(h.ep[0], s), 0);
 	h_free(&h);
 }
 
@@ -757,6 +819,7 @@ static const struct emp_test tests[] = {
 	{ "engine_same_tag_order", t_same_tag_order, 30 },
 	{ "engine_wildcards", t_wildcards, 30 },
 	{ "engine_persistent", t_persistent, 30 },
+	{ "engine_stale_mailbox_entry", t_stale_mailbox_entry, 30 },
 	{ "engine_cancel", t_cancel, 30 },
 	{ "engine_scatter_gather", t_scatter_gather, 30 },
 	{ "engine_msgsize", t_msgsize, 30 },

@@ -449,6 +449,76 @@ static void t_restart_sender(void)
 	h_free(&h);
 }
 
+/* A HELLO and a STALE of another (dead) life of h1, replayed to h0 in the
+ * middle of a transfer: h0 probes the life it knows, which is alive, so
+ * nothing is reset; the transfer completes intact. */
+static void t_replayed_hello(void)
+{
+	struct emp_sim_faults f = { .seed = 13, .delay_ns = 5000 };
+	struct harness h;
+	h_init(&h, 2, &f, NULL);
+	static const uint8_t xmac[6] = { 0x02, 0, 0, 0, 0, 0x79 };
+	void *raw = h_raw_open(&h, xmac);
+	xfer(&h, 0, 1, 3000, 1, 1);
+	xfer(&h, 1, 0, 3000, 1, 2);
+	enum { LEN = 1 << 20 };
+	uint8_t *sb = malloc(LEN), *rb = malloc(LEN), *sb2 = malloc(LEN), *rb2 = malloc(LEN);
+	h_fill(sb, LEN, 7);
+	h_fill(sb2, LEN, 8);
+	struct iovec sv = { sb, LEN }, rv = { rb, LEN }, sv2 = { sb2, LEN }, rv2 = { rb2, LEN };
+	emp_req_t *s, *r, *s2, *r2;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 3, &rv, 1, &r), 0);
+	CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 3, &sv, 1, &s), 0);
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 4, &rv2, 1, &r2), 0);
+	CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 4, &sv2, 1, &s2), 0);
+	struct rxw w = { &h, 0, h_ctr(&h, 0).rx_data + 100 };
+	CHECK(h_run(&h, rx_reached, &w, 1 * SEC));
+	struct emp_counters c0 = h_ctr(&h, 0), c1 = h_ctr(&h, 1);
+	uint32_t dead = h_incarnation(&h, 1) ^ 0x5a5a5a5a;
+	struct h_frame fr;
+	uint8_t buf[256];
+	for (int i = 0; i < 3; i++) {
+		h_frame_as(&h, 1, 0, EMP_T_HELLO, &fr);
+		fr.src_inc = dead;
+		fr.session += 7;
+		fr.mtu = 1500;
+		h_raw_send(&h, raw, buf, h_frame_build(&fr, buf));
+		/* its STALE, naming the life h0 knows: not from that life's successor */
+		h_frame_as(&h, 1, 0, EMP_T_STALE, &fr);
+		fr.src_inc = h_incarnation(&h, 1);
+		fr.named = h_incarnation(&h, 1);
+		h_raw_send(&h, raw, buf, h_frame_build(&fr, buf));
+		h_frame_as(&h, 1, 0, EMP_T_STALE, &fr);
+		fr.src_inc = dead ^ 1;
+		fr.named = dead;
+		h_raw_send(&h, raw, buf, h_frame_build(&fr, buf));
+	}
+	CHECK(h_wait(&h, 0, r, &st, 10 * SEC));
+	CHECK_EQ(st.result, LEN);
+	CHECK(h_check(rb, LEN, 7));
+	CHECK(h_wait(&h, 1, s, &st, 10 * SEC));
+	CHECK_EQ(st.result, LEN);
+	CHECK(h_wait(&h, 1, r2, &st, 10 * SEC));
+	CHECK_EQ(st.result, LEN);
+	CHECK(h_check(rb2, LEN, 8));
+	CHECK(h_wait(&h, 0, s2, &st, 10 * SEC));
+	CHECK_EQ(st.result, LEN);
+	struct emp_counters d0 = h_ctr(&h, 0), d1 = h_ctr(&h, 1);
+	CHECK_EQ(d0.peer_restarts, c0.peer_restarts);
+	CHECK_EQ(d1.peer_restarts, c1.peer_restarts);
+	CHECK_EQ(d0.recv_errors + d0.send_errors + d1.recv_errors + d1.send_errors, 0);
+	CHECK(d0.probes_sent > c0.probes_sent);             /* h0 asked the life it knows */
+	CHECK(d0.probes_sent - c0.probes_sent <= 3);
+	CHECK_EQ(d1.stale_sent, c1.stale_sent);             /* which is alive: no STALE */
+	CHECK_EQ(d0.drops[EMP_DROP_STALE] - c0.drops[EMP_DROP_STALE], 9);
+	xfer(&h, 0, 1, 70000, 9, 10);
+	xfer(&h, 1, 0, 70000, 9, 11);
+	CHECK_EQ(h_ctr(&h, 0).peer_restarts, 0);
+	free(sb); free(rb); free(sb2); free(rb2);
+	h_free(&h);
+}
+
 /* ---- a scripted peer: host 2's MAC on a raw port, speaking EMP by hand ---- */
 
 struct sp {
@@ -985,6 +1055,7 @@ static const struct emp_test tests[] = {
 	{ "faults_peer_unreachable", t_peer_unreachable, 30 },
 	{ "faults_restart_receiver", t_restart_receiver, 30 },
 	{ "faults_restart_sender", t_restart_sender, 30 },
+	{ "faults_replayed_hello", t_replayed_hello, 30 },
 	{ "faults_script_receiver", t_script_receiver, 30 },
 	{ "faults_script_sender", t_script_sender, 30 },
 	{ "faults_unknown_mac", t_unknown_mac, 30 },

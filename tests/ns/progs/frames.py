@@ -10,7 +10,7 @@ import socket, struct, sys, time
 
 ETYPE = 0x88B5
 ETH_P_ALL = 3
-TYPES = {1: "data", 2: "ack", 3: "hello", 4: "hello_ack", 5: "stale"}
+TYPES = {1: "data", 2: "ack", 3: "hello", 4: "hello_ack", 5: "stale", 6: "probe"}
 
 
 def mac(s):
