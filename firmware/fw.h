@@ -49,6 +49,7 @@ struct emp_desc {
 	const struct emp_sg *sg;  /* points at sg_inline or host memory */
 	struct emp_sg sg_inline[EMP_DESC_INLINE_SG];
 	void *user;               /* host's own pointer, engine ignores */
+	uint64_t cap;             /* host only: the length given at init (emp_start_len) */
 	/* ownership: written by host (-> POSTED) and engine (-> DONE) */
 	uint32_t stat;
 	/* written by engine before stat = DONE */

@@ -84,6 +84,10 @@ int emp_send_init(emp_endpoint_t *ep, emp_addr_t to, uint32_t tag,
 int emp_recv_init(emp_endpoint_t *ep, emp_addr_t from, uint32_t tag,
 		  const struct iovec *iov, int iovcnt, emp_req_t **req);
 int emp_start(emp_endpoint_t *ep, emp_req_t *req);
+/* Start a persistent request made with one iovec on its first len bytes
+ * (len at most the iovec's length at init): a send slot reused for messages
+ * of any size. */
+int emp_start_len(emp_endpoint_t *ep, emp_req_t *req, size_t len);
 int emp_req_free(emp_endpoint_t *ep, emp_req_t *req);
 void emp_req_set_user(emp_req_t *req, void *user);
 void *emp_req_user(emp_req_t *req);

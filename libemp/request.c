@@ -74,6 +74,7 @@ static int fill(struct emp_endpoint *ep, emp_req_t *d, int op, emp_addr_t a, uin
 	d->nsg = (uint16_t)iovcnt;
 	d->sg = sg;
 	d->len = len;
+	d->cap = len;
 	d->result = 0;
 	return 0;
 }
@@ -127,6 +128,19 @@ int emp_start(emp_endpoint_t *ep, emp_req_t *d)
 	mb_push(ep, idx_of(ep, d));
 	emp__drive(ep);
 	return 0;
+}
+
+int emp_start_len(emp_endpoint_t *ep, emp_req_t *d, size_t len)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	if (__atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) == EMP_DS_HOST) {
+		if (d->nsg != 1 || len > d->cap)
+			return -EINVAL;
+		((struct emp_sg *)d->sg)[0].len = len;   /* the host's own copy while it owns d */
+		d->len = len;
+	}
+	return emp_start(ep, d);
 }
 
 static int post(emp_endpoint_t *ep, int op, emp_addr_t a, uint32_t tag,

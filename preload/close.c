@@ -53,11 +53,20 @@ static void teardown_locked(struct es_sock *s)
 		req_done(c, c->rreq[i], 1);
 	for (int i = 0; i < NCTRL; i++)
 		req_done(c, c->creq[i], 1);
-	if (c->csend) {
+	if (c->cbusy) {
 		struct emp_status st;
 		if (emp_wait(c->ep, c->csend, &st, 0) == 0)
 			c->leak = 1;
+		else
+			c->cbusy = 0;
 	}
+	/* the send slots' descriptors go back to the engine's pool (those still
+	 * in flight, -EBUSY, stay with the leaked connection) */
+	for (unsigned i = 0; c->sreq && i < c->W; i++)
+		if (c->sreq[i])
+			emp_req_free(c->ep, c->sreq[i]);
+	if (c->csend)
+		emp_req_free(c->ep, c->csend);
 	es__tl_in--;
 	s->c = NULL;
 	pthread_mutex_unlock(&s->lock);
@@ -71,7 +80,7 @@ static int zombie_done(struct es_conn *c, int64_t now)
 {
 	if (c->err || now >= c->zdl)
 		return 1;
-	return c->sh == c->st && c->fin_done && !c->csend && c->rfin &&
+	return c->sh == c->st && c->fin_done && !c->cbusy && c->rfin &&
 	       now - c->rfin_ns >= 50000000 && now - c->last_ctrl_ns >= 50000000;
 }
 

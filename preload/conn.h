@@ -29,7 +29,8 @@ struct es_conn {
 	int rfin;
 	emp_req_t *creq[NCTRL];
 	uint8_t cbuf[NCTRL][CTRL_SZ];
-	emp_req_t *csend;
+	emp_req_t *csend;                /* persistent, made with the send slots */
+	int cbusy;                       /* csend in flight */
 	uint8_t csbuf[CTRL_SZ];
 	int hello_seen, hello_want;
 	/* send */

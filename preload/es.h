@@ -166,7 +166,10 @@ struct es_conn_params {
 	unsigned credits, psz;           /* peer's buffers and their size */
 };
 int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
-void es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
+/* 0, or -1 (connection error set) when the send slots or their engine
+ * descriptors cannot be had: the negotiation must then decline EMP. */
+void es__log_once_nobufs(void);
+int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);
 int es__conn_destroy(struct es_sock *s, int flush);

@@ -186,6 +186,8 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	struct es_sock *s = emp_fd(fd);
 	if (!s)
 		return R_(recvmsg)(fd, m, flags);
+	if (flags & MSG_ERRQUEUE)   /* the kernel socket's queue (EAGAIN: EMP queues nothing there) */
+		return R_(recvmsg)(s->kfd, m, flags);
 	if (m->msg_iovlen > 1024) {
 		errno = EMSGSIZE;
 		return -1;

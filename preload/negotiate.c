@@ -289,13 +289,13 @@ int es__neg_client(struct es_sock *s)
 			if (!have_offer) {
 				emp_endpoint_t *ep = es__engine();
 				int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
-				if (host < 0 || es__conn_create(s, (uint16_t)host, ntohs(m.ep)) < 0) {
+				if (host < 0 || es__conn_create(s, (uint16_t)host, ntohs(m.ep)) < 0 ||
+				    es__conn_set_peer(s, ntohs(m.ep), ntohl(m.conn), ntohl(m.nbufs),
+						      ntohl(m.bufsz)) < 0) {
 					fill(&a, N_REJECT, s, m.nonce);
 					R_(sendto)(s->udp, &a, sizeof a, 0, (struct sockaddr *)&from, l);
 					return fallback(s, "cannot set up EMP buffers");
 				}
-				es__conn_set_peer(s, ntohs(m.ep), ntohl(m.conn), ntohl(m.nbufs),
-						  ntohl(m.bufsz));
 				have_offer = 1;
 				dl2 = es__now_ns() + (es__g.neg_ms + 200) * 1000000ll;
 			}
@@ -358,10 +358,15 @@ int es__neg_server(struct es_sock *s)
 			if (m.type != N_ACCEPT)
 				continue;
 			es__sock_lock(s);
-			es__conn_set_peer(s, ntohs(m.ep), ntohl(m.conn), ntohl(m.nbufs), ntohl(m.bufsz));
+			int r = es__conn_set_peer(s, ntohs(m.ep), ntohl(m.conn), ntohl(m.nbufs), ntohl(m.bufsz));
 			es__sock_unlock(s);
+			if (r < 0) {
+				fill(&o, N_REJECT, s, nonce);
+				R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);
+				return fallback(s, "cannot set up EMP send slots (descriptors?)");
+			}
 			es__sock_lock(s);
-			int r = es__conn_send_hello(s);
+			r = es__conn_send_hello(s);
 			es__sock_unlock(s);
 			if (r < 0)
 				return fallback(s, "EMP hello failed");

@@ -85,18 +85,23 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 		goto fail;
 	emp_addr_t from = { host, pep };
 	es__tl_in++;
-	for (unsigned i = 0; i < c->R; i++) {
+	int r = 0;
+	for (unsigned i = 0; i < c->R && r == 0; i++) {
 		struct iovec v = { rslot(c, i), ES_HDR + c->S };
-		if (emp_recv_init(ep, from, c->lid, &v, 1, &c->rreq[i]) < 0 ||
-		    emp_start(ep, c->rreq[i]) < 0)
-			goto fail_in;
+		r = emp_recv_init(ep, from, c->lid, &v, 1, &c->rreq[i]);
+		if (r == 0)
+			r = emp_start(ep, c->rreq[i]);
 	}
-	for (int i = 0; i < NCTRL; i++) {
+	for (int i = 0; i < NCTRL && r == 0; i++) {
 		struct iovec v = { c->cbuf[i], CTRL_SZ };
-		if (emp_recv_init(ep, from, c->lid | CTRL_TAG, &v, 1, &c->creq[i]) < 0 ||
-		    emp_start(ep, c->creq[i]) < 0)
-			goto fail_in;
+		r = emp_recv_init(ep, from, c->lid | CTRL_TAG, &v, 1, &c->creq[i]);
+		if (r == 0)
+			r = emp_start(ep, c->creq[i]);
 	}
+	if (r == -ENOBUFS)
+		es__log_once_nobufs();
+	if (r < 0)
+		goto fail_in;
 	es__tl_in--;
 	if (s->nfd < 0)
 		s->nfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -127,9 +132,15 @@ fail:
 	return -1;
 }
 
-void es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nbufs, unsigned bufsz)
+/* Every engine descriptor the connection will ever use is taken here (send
+ * slots and the control send are persistent, like the receives), so a
+ * connection either starts with all it needs or not at all: running out of
+ * descriptors refuses new connections and never breaks running ones. */
+int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nbufs, unsigned bufsz)
 {
 	struct es_conn *c = s->c;
+	if (c->sbuf)
+		return c->err ? -1 : 0;   /* an OFFER seen again */
 	c->peer.ep = pep;
 	c->rid = rid;
 	c->credits = nbufs;
@@ -140,9 +151,37 @@ void es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned n
 	c->slen = calloc(c->W, sizeof *c->slen);
 	c->sdone = calloc(c->W, 1);
 	c->sfin = calloc(c->W, 1);
-	if (!c->sbuf || !c->sreq || !c->slen || !c->sdone || !c->sfin)
+	if (!c->sbuf || !c->sreq || !c->slen || !c->sdone || !c->sfin) {
 		set_err(c, ENOMEM);
+		return -1;
+	}
+	int r = 0;
+	for (unsigned i = 0; i < c->W && r == 0; i++) {
+		struct iovec v = { sslot(c, i), ES_HDR + c->PS };
+		r = emp_send_init(c->ep, c->peer, c->rid, &v, 1, &c->sreq[i]);
+	}
+	struct iovec cv = { c->csbuf, CTRL_SZ };
+	if (r == 0)
+		r = emp_send_init(c->ep, c->peer, c->rid | CTRL_TAG, &cv, 1, &c->csend);
+	if (r < 0) {
+		if (r == -ENOBUFS)
+			es__log_once_nobufs();
+		set_err(c, r == -ENOBUFS ? ENOBUFS : ENOMEM);
+		return -1;
+	}
 	c->peer_known = 1;
+	return 0;
+}
+
+/* Descriptors ran out: said once per process, with what to do about it. */
+void es__log_once_nobufs(void)
+{
+	static atomic_int told;
+	if (atomic_exchange(&told, 1))
+		return;
+	unsigned n = emp_config(es__g.ep) ? emp_config(es__g.ep)->opt.descriptors : 0;
+	es__log("out of EMP descriptors (%u; each connection holds %u): new connections %s; raise `option descriptors` in the config",
+		n, 2 * es__g.nbufs + NCTRL + 1, es__g.strict ? "are refused (strict mode)" : "use kernel TCP");
 }
 
 void es__retire_head(struct es_conn *c)
@@ -161,13 +200,11 @@ static int send_ctrl(struct es_conn *c, uint32_t type)
 	m[0] = type;
 	m[1] = c->to_return;
 	m[2] = m[3] = 0;
-	struct iovec v = { c->csbuf, CTRL_SZ };
-	int r = emp_post_send(c->ep, c->peer, c->rid | CTRL_TAG, &v, 1, &c->csend);
-	if (r < 0) {
-		c->csend = NULL;
+	if (emp_start(c->ep, c->csend) < 0) {
 		set_err(c, ECONNRESET);
 		return -1;
 	}
+	c->cbusy = 1;
 	c->to_return = 0;
 	return 0;
 }
@@ -214,9 +251,8 @@ void es__flush(struct es_conn *c)
 		memcpy(b, &cr, 4);
 		memcpy(b + 4, &fl, 2);
 		memset(b + 6, 0, 2);
-		struct iovec v = { b, ES_HDR + c->slen[i] };
 		c->sdone[i] = 0;
-		if (emp_post_send(c->ep, c->peer, c->rid, &v, 1, &c->sreq[i]) < 0) {
+		if (emp_start_len(c->ep, c->sreq[i], ES_HDR + c->slen[i]) < 0) {
 			set_err(c, ECONNRESET);
 			return;
 		}
@@ -227,7 +263,7 @@ void es__flush(struct es_conn *c)
 	/* credits are useless to a peer that has sent FIN: none after it (the
 	 * closing side relies on that to know when the peer has gone quiet) */
 	unsigned thresh = c->R / 4 ? c->R / 4 : 1;
-	if (c->csend)
+	if (c->cbusy)
 		return;
 	if (c->hello_want) {
 		if (send_ctrl(c, CT_HELLO) == 0)
@@ -336,10 +372,10 @@ void es__process(struct es_sock *s)
 		c->sh++;
 		changed = 1;
 	}
-	if (c->csend) {
+	if (c->cbusy) {
 		r = emp_test(c->ep, c->csend, &st);
 		if (r != 0) {
-			c->csend = NULL;
+			c->cbusy = 0;
 			if (r < 0 || st.result < 0)
 				set_err(c, ECONNRESET);
 		}

@@ -186,6 +186,14 @@ static int client(const char *host, int port)
 	char r1[5], r2[6];
 	struct iovec iv[2] = { { r1, 5 }, { r2, 6 } };
 	struct msghdr mh = { .msg_iov = iv, .msg_iovlen = 2 };
+	/* the error queue, with stream data waiting: nothing there, and the data stays */
+	struct pollfd ep1 = { s, POLLIN, 0 };
+	char eq[64], cb[256];
+	struct iovec ev1 = { eq, sizeof eq };
+	struct msghdr em = { .msg_iov = &ev1, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof cb };
+	CHECK(poll(&ep1, 1, 2000) == 1, "stream data waiting");
+	r = recvmsg(s, &em, MSG_ERRQUEUE | MSG_DONTWAIT);
+	CHECK(r < 0 && errno == EAGAIN, "recvmsg(MSG_ERRQUEUE): nothing queued, EAGAIN (never stream data)");
 	r = recvmsg(s, &mh, MSG_WAITALL);
 	CHECK(r == 11 && !memcmp(r1, "hello", 5) && !memcmp(r2, " world", 6), "recvmsg into 2 iovecs");
 	/* 7: dup, close the original, use the copy; dup2 to a chosen number */

@@ -5,7 +5,7 @@
 # FAULT_LOAD_LIMIT (180 s) bounds the processes.
 # Clients set their connections up one after the other, then run them all at once;
 # FAULT_LOAD_BURST=1 issues every non-blocking connect at once instead (fails today: README, Faults).
-. "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
+. "$(dirname "$0")/../lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 LT=$ROOT/build/tests/sock/loadt
 [ -x "$LT" ] || fail "build first (make)"
 H=4
