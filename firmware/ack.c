@@ -38,6 +38,8 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 	pe->rx_frames++;
 	pe->rx_bytes += h->len;
 	fw->ctr.rx_acks++;
+	if (h->flags & EMP_F_DUP)
+		emp__timer_spurious(fw, pe, now);
 	if (h->flags & EMP_F_NACK)
 		fw->ctr.rx_nacks++;
 	int32_t r;
@@ -91,7 +93,7 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 	x->rtx &= ~x->sack;
 	if (x->probe_at && (x->probe_frame < x->cum ||
 			    (x->probe_frame - x->cum < 64 && (x->sack >> (x->probe_frame - x->cum) & 1)))) {
-		emp__timer_rtt_sample(fw, pe, now - x->probe_at);
+		emp__timer_rtt_sample(fw, pe, now - x->probe_at, now);
 		x->probe_at = 0;
 	}
 	uint32_t done = x->cum + (uint32_t)__builtin_popcountll(x->sack);

@@ -46,6 +46,8 @@ struct peer {
 	uint64_t hello_deadline, hello_rto, fc_probe_at;
 	uint64_t challenge_at;      /* rate limit for PROBEs of the incarnation we know */
 	uint64_t srtt, rttvar, rto;  /* round-trip estimate (ns), Jacobson/Karels */
+	uint64_t rto_floor;         /* raised by spurious retransmits (0: the configured rto) */
+	uint64_t spurious_at;       /* last spurious-retransmit response */
 	uint32_t hello_tries;
 	uint64_t nack_sent_at;      /* rate limit for no-recv notices (per message) */
 	uint32_t nack_msg;
@@ -177,7 +179,8 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 void emp__timer_data_sent(struct emp_fw *fw, struct rec *r, uint64_t now);
 void emp__timer_ack_progress(struct emp_fw *fw, struct rec *r, uint64_t now);
 void emp__timer_frame_received(struct emp_fw *fw, struct rec *r, uint64_t now);
-void emp__timer_rtt_sample(struct emp_fw *fw, struct peer *pe, uint64_t rtt);
+void emp__timer_rtt_sample(struct emp_fw *fw, struct peer *pe, uint64_t rtt, uint64_t now);
+void emp__timer_spurious(struct emp_fw *fw, struct peer *pe, uint64_t now);
 /* flow.c: credits */
 uint16_t emp__fc_advertise(const struct emp_fw *fw);
 void emp__fc_update(struct emp_fw *fw, struct peer *pe, uint16_t credits);

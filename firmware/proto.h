@@ -92,12 +92,15 @@ enum emp_frame_flags {
 				  * frames of later messages were dropped: resend them */
 	EMP_F_CHAIN  = 1u << 6,  /* ACK: msg_id must come first; its later messages with
 				  * the same tag were dropped: resend it and them */
+	EMP_F_DUP    = 1u << 7,  /* ACK: answers a frame I already had: the sender's
+				  * retransmission was spurious (its timer too short) */
 };
 
 /* Protocol tunables (defaults; most are run-time options in emp.conf). */
 #define EMP_SACK_BITS          64     /* receiver window per message, frames */
 #define EMP_DEF_ACK_EVERY      3      /* thesis: ack a collection of 3 frames */
 #define EMP_DEF_RTO_NS         1000000ull   /* first retransmit timeout: 1 ms */
+#define EMP_SPURIOUS_QUIET_NS  1000000000ull /* a raised RTO floor decays after 1 s without spurious retransmits */
 #define EMP_DEF_RTO_MAX_NS     200000000ull /* backoff cap: 200 ms */
 #define EMP_DEF_RETRIES        24     /* return-to-sender after this many (about 4 s) */
 #define EMP_DEF_ACK_DELAY_NS   50000ull     /* delayed ack for a partial collection */

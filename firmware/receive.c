@@ -113,7 +113,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		if (seq_lt(h->msg_id, pe->match_next) || (off < EMP_MATCH_BITS && (pe->matched >> off & 1))) {
 			/* a message completed here: its final ack was lost */
 			emp__drop(fw, EMP_DROP_DUP);
-			emp__send_ack_raw(fw, p, h->msg_id, nframes, nframes, 0, 0);
+			emp__send_ack_raw(fw, p, h->msg_id, nframes, nframes, 0, EMP_F_DUP);
 			return;
 		}
 		if (off >= EMP_MATCH_BITS) {
@@ -182,7 +182,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	if (frame < x->cum || (frame - x->cum < EMP_SACK_BITS && (x->sack >> (frame - x->cum) & 1))) {
 		emp__drop(fw, EMP_DROP_DUP);
 		if (h->flags & EMP_F_ACKREQ)
-			emp__send_ack(fw, p, x, 0);
+			emp__send_ack(fw, p, x, EMP_F_DUP);
 		return;
 	}
 	if (frame - x->cum >= EMP_SACK_BITS) {

@@ -17,9 +17,15 @@ void emp__timer_data_sent(struct emp_fw *fw, struct rec *x, uint64_t now)
 }
 
 /* A round-trip sample: the retransmit timeout follows the measured round
- * trip (srtt + 4 rttvar), never below the configured rto nor above rto_max. */
-void emp__timer_rtt_sample(struct emp_fw *fw, struct peer *pe, uint64_t rtt)
+ * trip (srtt + 4 rttvar), never below the floor (the configured rto, raised
+ * while retransmissions turn out spurious) nor above rto_max. */
+void emp__timer_rtt_sample(struct emp_fw *fw, struct peer *pe, uint64_t rtt, uint64_t now)
 {
+	if (pe->rto_floor > fw->cfg.rto_ns && now - pe->spurious_at > EMP_SPURIOUS_QUIET_NS) {
+		pe->rto_floor -= pe->rto_floor / 8;   /* quiet for a while: back toward the configured rto */
+		if (pe->rto_floor < fw->cfg.rto_ns)
+			pe->rto_floor = 0;
+	}
 	if (!pe->srtt) {
 		pe->srtt = rtt;
 		pe->rttvar = rtt / 2;
@@ -31,7 +37,28 @@ void emp__timer_rtt_sample(struct emp_fw *fw, struct peer *pe, uint64_t rtt)
 	uint64_t rto = pe->srtt + 4 * pe->rttvar;
 	if (rto < fw->cfg.rto_ns)
 		rto = fw->cfg.rto_ns;
+	if (rto < pe->rto_floor)
+		rto = pe->rto_floor;
 	pe->rto = min64(rto, fw->cfg.rto_max_ns);
+}
+
+/* The receiver already had a frame we resent (an ack flagged DUP): our
+ * timer fired while the frame was still on its way, typically queued behind
+ * a slower link or a descheduled receiver. The round-trip samples missed that
+ * delay, so the floor under the RTO doubles (once per round of duplicates, up
+ * to a quarter of rto_max); random loss never raises it (a lost frame is not
+ * a duplicate), and it decays after a quiet second (emp__timer_rtt_sample). */
+void emp__timer_spurious(struct emp_fw *fw, struct peer *pe, uint64_t now)
+{
+	if (pe->spurious_at && now - pe->spurious_at < pe->rto)
+		return;
+	pe->spurious_at = now ? now : 1;
+	fw->ctr.spurious_rtx++;
+	uint64_t f = pe->rto_floor > fw->cfg.rto_ns ? pe->rto_floor : fw->cfg.rto_ns;
+	f = min64(f * 2, fw->cfg.rto_max_ns / 4 > fw->cfg.rto_ns ? fw->cfg.rto_max_ns / 4 : fw->cfg.rto_ns);
+	pe->rto_floor = f;
+	if (pe->rto < f)
+		pe->rto = f;
 }
 
 void emp__timer_ack_progress(struct emp_fw *fw, struct rec *x, uint64_t now)

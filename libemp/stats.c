@@ -60,7 +60,7 @@ static const struct { const char *name; size_t off, size; } fields[] = {
 	F(tx_frames), F(tx_bytes), F(rx_frames), F(rx_bytes), F(tx_data), F(rx_data), F(tx_acks),
 	F(rx_acks), F(tx_nacks), F(rx_nacks), F(retransmits), F(timeouts), F(fast_retransmits),
 	F(msgs_sent), F(msgs_received), F(bytes_sent), F(bytes_received), F(send_errors),
-	F(recv_errors), F(peer_restarts), F(hellos), F(stale_sent), F(probes_sent), F(posts_refused), F(fc_stalls), F(mtu_mismatch),
+	F(recv_errors), F(peer_restarts), F(hellos), F(stale_sent), F(probes_sent), F(posts_refused), F(spurious_rtx), F(fc_stalls), F(mtu_mismatch),
 	F(last_mismatch_mtu), F(drops_total),
 };
 #undef F
@@ -277,6 +277,8 @@ static uint32_t read_peers(struct emp_stats *s)
 		r->inflight_frames = p->inflight_frames;
 		r->inflight_msgs = p->inflight_msgs;
 		r->credits = p->credits;
+		r->srtt_us = (uint32_t)(p->srtt_ns / 1000);
+		r->rto_us = (uint32_t)(p->rto_ns / 1000);
 		r->tx_frames = p->tx_frames;
 		r->tx_bytes = p->tx_bytes;
 		r->rx_frames = p->rx_frames;

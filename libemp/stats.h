@@ -30,7 +30,7 @@ extern "C" {
  */
 #define EMP_STATS_DIR       "/dev/shm"
 #define EMP_STATS_MAGIC     0x31544154534d5045ull   /* "EMPSTAT1" read little-endian */
-#define EMP_STATS_VERSION   1u
+#define EMP_STATS_VERSION   2u
 #define EMP_STATS_MAX_PEERS 256u                     /* peer rows published */
 #define EMP_STATS_MAX_CONNS 256u                     /* connection slots */
 #define EMP_STATS_MAX_COUNTERS 96u
@@ -90,6 +90,7 @@ struct emp_stats_peer {
 	uint32_t remote_inc;         /* their incarnation as we know it, 0 if unknown */
 	uint32_t inflight_frames, inflight_msgs;
 	uint32_t credits;            /* their last advertised free receives */
+	uint32_t srtt_us, rto_us;    /* smoothed round trip and retransmit timeout toward them */
 	uint32_t pad1;
 	char     name[64];           /* config name of the host */
 	/* valid only with EMP_STATS_F_PEER_TRAFFIC */

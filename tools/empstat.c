@@ -219,8 +219,9 @@ static void json_endpoint(const char *name, const struct emp_stats_snapshot *s, 
 		printf("%s{\"host\":%u,\"name\":", i ? "," : "", p->host);
 		json_str(p->name);
 		printf(",\"endpoint\":%u,\"state\":\"%s\",\"rx_known\":%s,\"incarnation\":%u,\"inflight_frames\":%u,"
-		       "\"inflight_msgs\":%u,\"credits\":%u", p->ep, peer_state(p->state), p->rx_known ? "true" : "false",
-		       p->remote_inc, p->inflight_frames, p->inflight_msgs, p->credits);
+		       "\"inflight_msgs\":%u,\"credits\":%u,\"srtt_us\":%u,\"rto_us\":%u", p->ep, peer_state(p->state),
+		       p->rx_known ? "true" : "false", p->remote_inc, p->inflight_frames, p->inflight_msgs, p->credits,
+		       p->srtt_us, p->rto_us);
 		if (traffic)
 			printf(",\"tx_frames\":%" PRIu64 ",\"tx_bytes\":%" PRIu64 ",\"rx_frames\":%" PRIu64
 			       ",\"rx_bytes\":%" PRIu64 ",\"retransmits\":%" PRIu64 "}", p->tx_frames, p->tx_bytes,
