@@ -355,6 +355,14 @@ static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
 	return (int)n;
 }
 
+static int afp_rx_pending(void *priv)
+{
+	const struct afp *a = priv;
+	unsigned head = __atomic_load_n(&a->head, __ATOMIC_RELAXED);
+	const struct tpacket2_hdr *h = slot((struct afp *)a, head % a->nframes);
+	return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
+}
+
 static void afp_rx_release(void *priv, unsigned n)
 {
 	struct afp *a = priv;
@@ -387,6 +395,7 @@ const struct emp_driver_ops emp__afpacket_ops = {
 	.tx_burst = afp_tx_burst,
 	.rx_burst = afp_rx_burst,
 	.rx_release = afp_rx_release,
+	.rx_pending = afp_rx_pending,
 	.wait_fd = afp_wait_fd,
 	.mac = afp_mac,
 	.mtu = afp_mtu,

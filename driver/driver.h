@@ -45,6 +45,9 @@ struct emp_driver_ops {
 	/* up to max frames, valid until rx_release(); 0 when none */
 	int (*rx_burst)(void *priv, struct emp_rxframe *f, unsigned max);
 	void (*rx_release)(void *priv, unsigned n);
+	/* optional: nonzero if a frame may be waiting (a cheap, lock-free peek
+	 * for spinning callers; a wrong answer only costs one extra look) */
+	int (*rx_pending)(void *priv);
 	/* fd that becomes readable when frames arrive (poll/libev), or -1 */
 	int (*wait_fd)(void *priv);
 	void (*mac)(void *priv, uint8_t mac[6]);

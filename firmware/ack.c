@@ -35,8 +35,10 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 		return;
 	}
 	emp__fc_update(fw, pe, h->credits);
-	pe->rx_frames++;
-	pe->rx_bytes += h->len;
+	if (h->len) {               /* 0: an ack that rode in a DATA frame */
+		pe->rx_frames++;
+		pe->rx_bytes += h->len;
+	}
 	fw->ctr.rx_acks++;
 	if (h->flags & EMP_F_DUP)
 		emp__timer_spurious(fw, pe, now);

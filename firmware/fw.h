@@ -114,6 +114,7 @@ struct emp_counters {
 	uint64_t msgs_sent, msgs_received, bytes_sent, bytes_received;
 	uint64_t send_errors, recv_errors, peer_restarts, hellos, stale_sent, probes_sent;
 	uint64_t posts_refused;     /* mailbox entries for descriptors the engine may not take */
+	uint64_t piggy_acks;        /* completion acks sent inside a DATA frame */
 	uint64_t spurious_rtx;      /* rounds of retransmissions the receiver already had (RTO floor raised) */
 	uint64_t fc_stalls;
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */

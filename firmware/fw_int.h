@@ -10,7 +10,7 @@
 #define NIL (-1)
 #define TXB_MAX 64                  /* frames per tx batch */
 #define RXB_MAX 32                  /* frames per rx burst */
-#define HDRBUF 64                   /* room for Ethernet + EMP headers */
+#define HDRBUF 80                   /* room for Ethernet + EMP headers (+ a piggybacked ack) */
 
 enum peer_tx_state {
 	PTX_NEW = 0,                /* no session: HELLO needed before data */
@@ -116,7 +116,7 @@ struct emp_fw {
 	unsigned tx_holdable;        /* frames in the batch that may wait for company */
 	uint64_t tx_hold_until;     /* 0: not holding */
 	struct emp_txframe txf[TXB_MAX];
-	struct { int32_t rec, peer; uint32_t frame; } txmeta[TXB_MAX];
+	struct { int32_t rec, peer; uint32_t frame; uint8_t held_ack, dead; } txmeta[TXB_MAX];
 	uint8_t txhdr[TXB_MAX][HDRBUF];
 	uint8_t *bounce;            /* [TXB_MAX][mtu] for frames with too many pieces */
 	struct emp_counters ctr;

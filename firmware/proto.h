@@ -38,6 +38,14 @@
  *                     the receiver matches this message only after that one,
  *                     so a tag never overtakes itself while other tags may
  *
+ *  with EMP_F_PIGGY, 12 more bytes follow the DATA header (before the payload):
+ *  the completion ack of a one-frame message from the receiver of this frame,
+ *  riding along instead of a frame of its own (a ping-pong reply carries it):
+ *   48  4   ack_msg   the message completed (its sender's id)
+ *   52  4   ack_nfr   its frames (all received)
+ *   56  2   ack_ses   the session that message came in
+ *   58  2   rsvd
+ *
  *  ACK / NACK (16 bytes): state of one message at the receiver
  *   28  4   cum       frames [0,cum) received
  *   32  4   nframes   frames in the message
@@ -65,6 +73,7 @@
 #define EMP_ACK_HDR_LEN    16
 #define EMP_HELLO_HDR_LEN   8
 #define EMP_STALE_HDR_LEN   4
+#define EMP_PIGGY_LEN      12
 #define EMP_DATA_OVERHEAD  (EMP_HDR_LEN + EMP_DATA_HDR_LEN)   /* beyond Ethernet */
 #define EMP_FRAME_MAX      (EMP_ETH_HLEN + 65535)
 #define EMP_MIN_MTU        (EMP_DATA_OVERHEAD + 64)
@@ -92,6 +101,7 @@ enum emp_frame_flags {
 				  * frames of later messages were dropped: resend them */
 	EMP_F_CHAIN  = 1u << 6,  /* ACK: msg_id must come first; its later messages with
 				  * the same tag were dropped: resend it and them */
+	EMP_F_PIGGY  = 1u << 8,  /* DATA: a completion ack follows the DATA header */
 	EMP_F_DUP    = 1u << 7,  /* ACK: answers a frame I already had: the sender's
 				  * retransmission was spurious (its timer too short) */
 };

@@ -73,6 +73,26 @@ static int32_t find(struct emp_fw *fw, const struct dlist *l, uint32_t msg_id)
 	return NIL;
 }
 
+/* The completion ack a DATA frame carries (EMP_F_PIGGY): handled as the ACK
+ * frame it replaces, before the frame's own data (which may yet be dropped). */
+static void rx_piggy_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, const uint8_t *q, uint64_t now)
+{
+	uint8_t body[EMP_ACK_HDR_LEN];
+	uint32_t nfr = get32(q + 4);
+	put32(body, nfr);
+	put32(body + 4, nfr);
+	put64(body + 8, 0);
+	struct hdr a = *h;
+	a.type = EMP_T_ACK;
+	a.flags = 0;
+	a.msg_id = get32(q);
+	a.session = get16(q + 8);
+	a.body = body;
+	a.body_len = EMP_ACK_HDR_LEN;
+	a.len = 0;                  /* the frame is counted once, as DATA */
+	emp__rx_ack(fw, &a, p, now);
+}
+
 static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 {
 	const uint8_t *b = h->body;
@@ -99,6 +119,12 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		return;
 	}
 	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
+	const uint8_t *payload = b + EMP_DATA_HDR_LEN;
+	if (h->flags & EMP_F_PIGGY) {
+		if (p != NIL)
+			rx_piggy_ack(fw, h, p, payload, now);
+		payload += EMP_PIGGY_LEN;
+	}
 	struct peer *pe = p == NIL ? NULL : &fw->peer[p];
 	if (!pe || !pe->rx_known || pe->rx_remote_inc != h->src_inc || pe->rx_session != h->session) {
 		emp__drop(fw, EMP_DROP_NO_SESSION);
@@ -190,7 +216,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		return;
 	}
 	if (off < x->cap)
-		place(&fw->desc[r], off, b + EMP_DATA_HDR_LEN,
+		place(&fw->desc[r], off, payload,
 		      (uint32_t)(x->cap - off < plen ? x->cap - off : plen));
 	fw->ctr.rx_data++;
 	x->sack |= 1ull << (frame - x->cum);
@@ -201,8 +227,10 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	x->since_ack++;
 	if (x->cum == x->nframes) {
 		emp__send_ack(fw, p, x, 0);
-		if (x->nframes == 1)
+		if (x->nframes == 1) {
 			fw->tx_holdable++;
+			fw->txmeta[fw->txn - 1].held_ack = 1;
+		}
 		emp__dl_del(fw, &pe->rxa, r);
 		emp__complete(fw, r, x->len <= x->cap ? (int64_t)x->len : -EMP_EMSGSIZE);
 	} else if (x->sack && x->nack_cum != x->cum + 1) {
@@ -224,11 +252,12 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 }
 
 /* Bytes of the type's own header and payload, or -1 if the type is unknown. */
-static int64_t body_size(uint8_t type, const uint8_t *body, uint32_t avail)
+static int64_t body_size(uint8_t type, uint16_t flags, const uint8_t *body, uint32_t avail)
 {
 	switch (type) {
 	case EMP_T_DATA:
-		return avail < EMP_DATA_HDR_LEN ? -2 : EMP_DATA_HDR_LEN + (int64_t)get16(body + 14);
+		return avail < EMP_DATA_HDR_LEN ? -2 : EMP_DATA_HDR_LEN + (int64_t)get16(body + 14) +
+			(flags & EMP_F_PIGGY ? EMP_PIGGY_LEN : 0);
 	case EMP_T_ACK:
 		return EMP_ACK_HDR_LEN;
 	case EMP_T_HELLO:
@@ -280,7 +309,7 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 	h.len = len;
 	/* Ethernet may pad short frames: the type says how long the frame is */
 	uint32_t avail = len - EMP_ETH_HLEN - EMP_HDR_LEN;
-	int64_t need = body_size(h.type, h.body, avail);
+	int64_t need = body_size(h.type, h.flags, h.body, avail);
 	if (need == -1) {
 		emp__drop(fw, EMP_DROP_TYPE);
 		goto out;

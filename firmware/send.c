@@ -36,6 +36,7 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 	fw->txmeta[i].rec = NIL;
 	fw->txmeta[i].peer = p;
 	fw->txmeta[i].frame = 0;
+	fw->txmeta[i].held_ack = fw->txmeta[i].dead = 0;
 	if (type == EMP_T_ACK) {
 		fw->ctr.tx_acks++;
 		if (flags & EMP_F_NACK)
@@ -66,6 +67,32 @@ static int gather(const struct emp_desc *d, uint64_t off, uint32_t len, struct e
 	return len ? -1 : 0;
 }
 
+/* A completion ack held in this batch for the peer this DATA frame goes to
+ * rides in the frame (EMP_F_PIGGY) if there is room; its own slot is dropped
+ * at flush. One frame instead of two per ping-pong reply. */
+static void piggyback(struct emp_fw *fw, unsigned i, int32_t p, uint8_t *b, uint32_t plen)
+{
+	if (!fw->tx_holdable || EMP_DATA_OVERHEAD + EMP_PIGGY_LEN + plen > fw->cfg.mtu)
+		return;
+	for (unsigned k = 0; k < i; k++) {
+		if (!fw->txmeta[k].held_ack || fw->txmeta[k].dead || fw->txmeta[k].peer != p)
+			continue;
+		const uint8_t *a = fw->txf[k].hdr + EMP_ETH_HLEN;   /* the ACK: common header, body */
+		uint8_t *q = b + EMP_DATA_HDR_LEN;
+		put32(q, get32(a + 24));                             /* msg_id */
+		put32(q + 4, get32(a + EMP_HDR_LEN + 4));            /* nframes */
+		put16(q + 8, get16(a + 20));                         /* session */
+		put16(q + 10, 0);
+		uint8_t *c = b - EMP_HDR_LEN;
+		put16(c + 6, (uint16_t)(get16(c + 6) | EMP_F_PIGGY));
+		fw->txf[i].hdr_len += EMP_PIGGY_LEN;
+		fw->txmeta[k].dead = 1;
+		fw->tx_holdable--;
+		fw->ctr.piggy_acks++;
+		return;
+	}
+}
+
 static void tx_data(struct emp_fw *fw, int32_t r, uint32_t frame, uint16_t flags)
 {
 	struct rec *x = &fw->rec[r];
@@ -82,6 +109,7 @@ static void tx_data(struct emp_fw *fw, int32_t r, uint32_t frame, uint16_t flags
 	unsigned i = fw->txn - 1;
 	fw->txmeta[i].rec = r;
 	fw->txmeta[i].frame = frame;
+	piggyback(fw, i, x->peer, b, plen);
 	if (gather(&fw->desc[r], off, plen, &fw->txf[i]) < 0) {
 		/* more scattered than the driver gathers: copy into this slot's bounce buffer */
 		struct emp_txframe *f = &fw->txf[i];
@@ -235,10 +263,12 @@ void emp__tx_pump(struct emp_fw *fw, uint64_t now)
 
 /* End of a poll: a batch holding only completion acks of one-frame messages
  * waits up to ack_hold_ns, so that the reply the application is about to
- * post (ping-pong) leaves in the same system call; anything else goes now. */
+ * post (ping-pong) carries the ack (EMP_F_PIGGY); anything else goes now. A
+ * hold starts only while a thread waits in the engine (it polls again at
+ * once), and lasts through the polls of the posts that follow. */
 void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now)
 {
-	if (fw->txn && fw->tx_holdable == fw->txn && fw->cfg.ack_hold_ns && fw->hold_ok) {
+	if (fw->txn && fw->tx_holdable == fw->txn && fw->cfg.ack_hold_ns && (fw->hold_ok || fw->tx_hold_until)) {
 		if (!fw->tx_hold_until) {
 			fw->tx_hold_until = now + fw->cfg.ack_hold_ns;
 			emp__arm(fw, fw->tx_hold_until);
@@ -266,6 +296,17 @@ void emp__tx_flush(struct emp_fw *fw)
 			put32(h, c);
 		}
 	}
+	unsigned live = 0;
+	for (unsigned i = 0; i < n; i++) {      /* acks that rode in a DATA frame go no further */
+		if (fw->txmeta[i].dead)
+			continue;
+		if (live != i) {
+			fw->txf[live] = fw->txf[i];
+			fw->txmeta[live] = fw->txmeta[i];
+		}
+		live++;
+	}
+	n = live;
 	int sent = fw->ops->tx_burst(fw->dev, fw->txf, n);
 	if (sent < 0)
 		sent = 0;

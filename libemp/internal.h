@@ -38,6 +38,7 @@ struct emp_endpoint {
 	struct emp_waiter *waiters;       /* under wait_mu */
 	int dev_fd;                      /* driver's wait fd, or -1 */
 	int spinning;                    /* threads driving the engine in emp_wait (spinning or blocked) */
+	int busy_hint;                   /* the last drive left work (tx budget, frames): drive again */
 	uint64_t spin_ns;
 	uint64_t (*clock)(void *);
 	void *clock_arg;
@@ -57,6 +58,10 @@ static inline uint64_t emp__now(struct emp_endpoint *ep)
 
 /* Drive the engine if nobody else is; returns completions seen. */
 int emp__drive(struct emp_endpoint *ep);
+/* the same for a spinning caller: skips the engine when nothing is waiting */
+int emp__drive_spin(struct emp_endpoint *ep);
+/* spinning threads yield the CPU this often (a peer may share it) */
+#define EMP__YIELD_NS 4000ull
 /* Tell sleeping waiters and the hook that descriptors completed. */
 void emp__notify(struct emp_endpoint *ep);
 void emp__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

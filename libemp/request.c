@@ -295,22 +295,25 @@ static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t t
 {
 	uint64_t t0 = emp__now(ep), now = t0;
 	uint64_t end = timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ns;
-	uint64_t spin_end = t0 + ep->spin_ns;
+	uint64_t spin_end = t0 + ep->spin_ns, yielded = t0;
 	unsigned iter = 0;
 	int got;
 	__atomic_add_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
 		got = first_done(reqs, n);
 		if (got < 0 && (++iter & 15) == 0) {
-			/* every 16 turns: read the clock, and let a thread that shares
-			 * our CPU (the peer process on a small host) run: spinning
-			 * against it would cost a whole time slice */
+			/* every 16 turns read the clock, and every few microseconds let
+			 * a thread that shares our CPU (the peer process on a small
+			 * host) run: spinning against it would cost a whole time slice */
 			now = emp__now(ep);
-			sched_yield();
+			if (now - yielded >= EMP__YIELD_NS) {
+				sched_yield();
+				yielded = now;
+			}
 		}
 		if (got >= 0 || now >= end)
 			break;
-		emp__drive(ep);
+		emp__drive_spin(ep);
 		if (now >= spin_end && ep->dev_fd >= 0 && first_done(reqs, n) < 0) {
 			block(ep, reqs, n, now, end);
 			now = emp__now(ep);

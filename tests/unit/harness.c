@@ -273,11 +273,19 @@ size_t h_frame_build(const struct h_frame *f, uint8_t *buf)
 		p16(b + 12, f->frag);
 		p16(b + 14, f->plen);
 		p32(b + 16, f->prev);
+		if (flags & EMP_F_PIGGY) {
+			p32(b + EMP_DATA_HDR_LEN, f->piggy_msg);
+			p32(b + EMP_DATA_HDR_LEN + 4, f->piggy_nframes);
+			p16(b + EMP_DATA_HDR_LEN + 8, f->piggy_session);
+			p16(b + EMP_DATA_HDR_LEN + 10, 0);
+			b += EMP_PIGGY_LEN;
+			body = EMP_PIGGY_LEN;
+		}
 		if (f->payload)
 			memcpy(b + EMP_DATA_HDR_LEN, f->payload, f->plen);
 		else
 			memset(b + EMP_DATA_HDR_LEN, 0, f->plen);
-		body = EMP_DATA_HDR_LEN + (size_t)f->plen;
+		body += EMP_DATA_HDR_LEN + (size_t)f->plen;
 		break;
 	case EMP_T_ACK:
 		p32(b, f->cum);
@@ -339,9 +347,15 @@ int h_frame_parse(const uint8_t *buf, uint32_t len, struct h_frame *f)
 		f->frag = g16(b + 12);
 		f->plen = g16(b + 14);
 		f->prev = g32(b + 16);
-		if (avail < EMP_DATA_HDR_LEN + (uint32_t)f->plen)
+		uint32_t extra = (f->flags & EMP_F_PIGGY) ? EMP_PIGGY_LEN : 0;
+		if (avail < EMP_DATA_HDR_LEN + extra + (uint32_t)f->plen)
 			return -1;
-		f->payload = b + EMP_DATA_HDR_LEN;
+		if (extra) {
+			f->piggy_msg = g32(b + EMP_DATA_HDR_LEN);
+			f->piggy_nframes = g32(b + EMP_DATA_HDR_LEN + 4);
+			f->piggy_session = g16(b + EMP_DATA_HDR_LEN + 8);
+		}
+		f->payload = b + EMP_DATA_HDR_LEN + extra;
 		break;
 	case EMP_T_ACK:
 		if (avail < EMP_ACK_HDR_LEN)

@@ -65,6 +65,8 @@ struct h_frame {
 	uint64_t sack;
 	uint32_t mtu;                       /* HELLO, HELLO_ACK */
 	uint32_t named;                     /* STALE: the incarnation refused */
+	uint32_t piggy_msg, piggy_nframes;  /* DATA with EMP_F_PIGGY: the ack it carries */
+	uint16_t piggy_session;
 	const void *payload;                /* DATA: plen bytes (NULL: zeros) */
 	int csum;                           /* compute the CRC32C and set EMP_F_CSUM */
 };

@@ -339,6 +339,52 @@ static void t_stale_mailbox_entry(void)
 	h_free(&h);
 }
 
+static int req_done(void *arg)
+{
+	return __atomic_load_n(&((emp_req_t *)arg)->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+
+/* Ping-pong with a thread waiting at the answering end: the completion ack of
+ * the ping rides in the pong (EMP_F_PIGGY), one frame each way per round;
+ * without a waiter the ack goes at once, on its own. */
+static void t_piggyback(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	xfer(&h, 0, 1, 100, 1, 1);                  /* sessions up both ways */
+	xfer(&h, 1, 0, 100, 1, 2);
+	for (int waiting = 1; waiting >= 0; waiting--) {
+		h.ep[1]->spinning = waiting;           /* as if a thread waited in emp_wait */
+		uint8_t ping[4] = { 1, 2, 3, 4 }, pong[4] = { 5, 6, 7, 8 }, r0[4], r1[4];
+		struct iovec vp = { ping, 4 }, vq = { pong, 4 }, v0 = { r0, 4 }, v1 = { r1, 4 };
+		emp_req_t *s0, *s1, *q0, *q1;
+		struct emp_status st;
+		CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 7, &v0, 1, &q0), 0);
+		CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
+		struct emp_counters a0 = h_ctr(&h, 0), a1 = h_ctr(&h, 1);
+		CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 7, &vp, 1, &s0), 0);
+		CHECK(h_run(&h, req_done, q1, 10 * MS));
+		CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 7, &vq, 1, &s1), 0);   /* the reply, at once */
+		CHECK(h_wait(&h, 0, q0, &st, 10 * MS));
+		CHECK_EQ(st.result, 4);
+		CHECK(!memcmp(r0, pong, 4));
+		CHECK(h_wait(&h, 0, s0, &st, 10 * MS));
+		CHECK_EQ(st.result, 4);
+		CHECK(h_wait(&h, 1, q1, &st, 10 * MS));
+		CHECK(!memcmp(r1, ping, 4));
+		CHECK(h_wait(&h, 1, s1, &st, 10 * MS));
+		h_run(&h, NULL, NULL, 1 * MS);           /* h0's ack of the pong */
+		struct emp_counters b0 = h_ctr(&h, 0), b1 = h_ctr(&h, 1);
+		CHECK_EQ(b1.piggy_acks - a1.piggy_acks, (uint64_t)waiting);
+		CHECK_EQ(b1.tx_frames - a1.tx_frames, 2u - (uint64_t)waiting);   /* pong (+ ack) */
+		CHECK_EQ(b0.rx_acks - a0.rx_acks, 1);   /* the ping's ack arrived either way */
+		CHECK_EQ(b0.drops_total, a0.drops_total);
+		CHECK_EQ(b1.drops_total, a1.drops_total);
+	}
+	h.ep[1]->spinning = 0;
+	h_free(&h);
+}
+
 static struct emp_counters run_until_rx(struct harness *h, int at, uint64_t frames);
 
 static void t_cancel(void)
@@ -820,6 +866,7 @@ static const struct emp_test tests[] = {
 	{ "engine_wildcards", t_wildcards, 30 },
 	{ "engine_persistent", t_persistent, 30 },
 	{ "engine_stale_mailbox_entry", t_stale_mailbox_entry, 30 },
+	{ "engine_piggyback", t_piggyback, 30 },
 	{ "engine_cancel", t_cancel, 30 },
 	{ "engine_scatter_gather", t_scatter_gather, 30 },
 	{ "engine_msgsize", t_msgsize, 30 },
