@@ -424,12 +424,16 @@ static int ewait(int epfd, struct epoll_event *evs, int max, int timeout, const 
 
 int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
-	return ewait(epfd, evs, max, timeout, NULL);
+	int r = ewait(epfd, evs, max, timeout, NULL);
+	es__spin_end();
+	return r;
 }
 
 int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
 {
-	return ewait(epfd, evs, max, timeout, mask);
+	int r = ewait(epfd, evs, max, timeout, mask);
+	es__spin_end();
+	return r;
 }
 
 static void fork_prepare(void) { pthread_mutex_lock(&ep_lock); }

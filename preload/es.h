@@ -74,6 +74,7 @@ struct es_global {
 	struct emp_conf conf;
 	int strict;
 	int neg_ms;                      /* negotiation bound per side */
+	int neg_known_ms;                /* client's bound toward a server known to speak EMP */
 	unsigned nbufs, bufsz;           /* receive buffers per connection, payload bytes each */
 	unsigned spin_us;
 	int debug;
@@ -108,6 +109,15 @@ struct es_waiter {
 struct es_epreg;
 struct es_conn;
 
+/* negotiation bookkeeping of a socket (negotiate.c, negclient.c) */
+struct es_negst {
+	int settling;                    /* a thread is bringing it to a decision */
+	int st;                          /* client: NG_* (neg.h), under negclient.c's lock */
+	int reg, slot;                   /* client: in the OFFER responder's table (slot) */
+	unsigned gen;                    /* process generation of reg/slot */
+	int64_t t0, t_offer;             /* client: kernel connect started, OFFER answered */
+};
+
 struct es_sock {
 	int kind;                        /* ES_KIND_SOCK */
 	pthread_mutex_t lock;
@@ -129,6 +139,7 @@ struct es_sock {
 	struct es_waiter *waiters;
 	unsigned gen;
 	int orphan;                      /* closed by the app; a lingering connection frees it */
+	struct es_negst ng;
 };
 #define ES_KIND_SOCK 1
 #define ES_KIND_EPSET 2
@@ -146,15 +157,19 @@ void es__fd_lock(void);
 void es__fd_unlock(void);
 void es__fd_atfork_child(void);
 
-/* ---- negotiation (negotiate.c) ---- */
+/* ---- negotiation (negotiate.c, negclient.c) ---- */
 /* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
 int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);
-/* After the kernel connection is up; 0 = decided (EMP or kernel), -1 = failed (errno set). */
-int es__neg_client(struct es_sock *s);
-int es__neg_server(struct es_sock *s);
+/* After the kernel connect was issued (done or in progress): the process's OFFER
+ * responder answers for the socket from now on, whatever the application does. */
+void es__neg_client_start(struct es_sock *s);
+/* The socket is going away (last fd closed): the responder lets go of it. */
+void es__neg_forget(struct es_sock *s);
 int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);
 int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
-/* Drive a PENDING/CONNECTING socket to a decision if possible; returns its state. */
+/* Drive a PENDING/CONNECTING socket to a decision if possible (one thread per
+ * socket at a time; others wait for its outcome); returns its state, ES_CAND when
+ * it went to the kernel (s is freed then). */
 int es__settle(int fd, struct es_sock *s, int block);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
@@ -169,6 +184,10 @@ int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
 /* 0, or -1 (connection error set) when the send slots or their engine
  * descriptors cannot be had: the negotiation must then decline EMP. */
 void es__log_once_nobufs(void);
+/* adaptive spin budget in ns for the wait about to start (stream.c), and its end */
+int64_t es__spin_begin(void);
+#define ES_YIELD_NS 4000     /* spinning threads yield this often (a peer may share the CPU) */
+void es__spin_end(void);
 int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);

@@ -122,6 +122,7 @@ void es__sock_unref_fd(int fd, struct es_sock *s)
 	pthread_mutex_unlock(&tab_lock);
 	if (!last)
 		return;
+	es__neg_forget(s);   /* the negotiation responder lets go of it first */
 	es__ep_sock_gone(s);
 	s->kind = 0;
 	s->orphan = 1;

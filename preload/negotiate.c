@@ -16,6 +16,13 @@
  *  - HELLO arrives over EMP (reliable) <------------    connection is EMP
  *    connection is EMP
  *
+ *  Many connections at once: the client process answers every OFFER the moment
+ *  it arrives, for all its pending connections, from a background responder
+ *  thread (negclient.c), not only for the socket its application is settling;
+ *  so whatever order the server negotiates its accepted sockets in, each takes
+ *  one round trip. Negotiations of different sockets run in parallel (one
+ *  settle per socket at a time).
+ *
  *  Why this way round: the server's process that first uses the accepted socket
  *  negotiates, so fork-after-listen and accept-then-fork servers use the
  *  endpoint of the process that does the I/O; the client's UDP port is its TCP
@@ -24,7 +31,10 @@
  *  Fallback is fast where it matters: a plain client's host answers the OFFER
  *  with ICMP port unreachable (ECONNREFUSED on the server's connected UDP
  *  socket); a plain server never sends an OFFER, so the client falls back after
- *  EMP_NEG_TIMEOUT_MS (500 ms default) from connect. Commit points: the server
+ *  EMP_NEG_TIMEOUT_MS (500 ms default) from connect; toward a server that
+ *  offered EMP before (ip, port) it waits EMP_NEG_TIMEOUT_KNOWN_MS (5 s), as such
+ *  a server is only busy (its OFFER comes when it first uses the accepted socket,
+ *  which may sit in its listen backlog). Commit points: the server
  *  commits on ACCEPT (before its deadline; afterwards it sends REJECT), the
  *  client only on HELLO, which EMP delivers reliably because the client posted
  *  its receives before sending ACCEPT; the client waits for it a deadline longer
@@ -40,25 +50,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "es.h"
-
-#define NEG_MAGIC 0x454d5073u   /* "EMPs" */
-#define NEG_VERSION 1
-enum { N_OFFER = 1, N_ACCEPT = 2, N_REJECT = 3 };
-
-struct neg_msg {
-	uint32_t magic;
-	uint8_t version, type;
-	uint16_t ep;
-	uint32_t conn, nbufs, bufsz;
-	uint32_t sip, dip;       /* sender's local and remote TCP address */
-	uint16_t sport, dport;
-	uint64_t nonce;
-};
+#include "neg.h"
 
 extern char *program_invocation_short_name;
 
-static int self_and_peer(const struct sockaddr_in *local, const struct sockaddr_in *remote,
+int es__neg_self_and_peer(const struct sockaddr_in *local, const struct sockaddr_in *remote,
 			 uint16_t port)
 {
 	const struct emp_conf *cf = &es__g.conf;
@@ -92,7 +88,7 @@ int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out)
 	return -1;
 }
 
-static int name_in(int fd, int peer, struct sockaddr_in *out)
+int es__neg_name_in(int fd, int peer, struct sockaddr_in *out)
 {
 	struct sockaddr_storage ss;
 	socklen_t l = sizeof ss;
@@ -105,88 +101,19 @@ int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *r
 {
 	if (!es__conf())
 		return 0;
-	if (name_in(fd, 0, local) < 0 || name_in(fd, 1, remote) < 0)
+	if (es__neg_name_in(fd, 0, local) < 0 || es__neg_name_in(fd, 1, remote) < 0)
 		return 0;
 	if (emp_conf_find_ip(&es__g.conf, local->sin_addr.s_addr) < 0)
 		return 0;
-	return self_and_peer(local, remote, ntohs(local->sin_port)) >= 0;
+	return es__neg_self_and_peer(local, remote, ntohs(local->sin_port)) >= 0;
 }
 
-static int udp_socket(void)
+int es__neg_udp_socket(void)
 {
 	return R_(socket)(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 }
 
-int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
-{
-	if (!es__conf() || self_and_peer(NULL, to, ntohs(to->sin_port)) < 0)
-		return 0;
-	emp_endpoint_t *ep = es__engine();
-	if (!ep) {
-		if (es__g.strict) {
-			es__log("connect to %s: no EMP endpoint (strict mode)", inet_ntoa(to->sin_addr));
-			errno = ENETUNREACH;
-			return -1;
-		}
-		return 0;
-	}
-	int self = emp_self_host(ep), host = emp_host_by_ip(ep, to->sin_addr.s_addr);
-	if (host < 0 || host == self)
-		return 0;
-	struct sockaddr_storage a;
-	socklen_t l = sizeof a;
-	if (R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
-		return 0;
-	socklen_t alen = l;
-	in_port_t *aport = a.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&a)->sin6_port
-						   : &((struct sockaddr_in *)&a)->sin_port;
-	int udp = -1;
-	if (*aport) {
-		udp = udp_socket();
-		struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = *aport };
-		if (udp >= 0 && R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0) {
-			R_(close)(udp);
-			udp = -1;
-		}
-	} else {
-		for (int i = 0; i < 16 && udp < 0; i++) {
-			udp = udp_socket();
-			if (udp < 0)
-				break;
-			struct sockaddr_in u = { .sin_family = AF_INET };
-			l = sizeof u;
-			if (R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0 ||
-			    R_(getsockname)(udp, (struct sockaddr *)&u, &l) < 0) {
-				R_(close)(udp);
-				udp = -1;
-				break;
-			}
-			struct sockaddr_storage t = a;
-			*(t.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&t)->sin6_port
-						  : &((struct sockaddr_in *)&t)->sin_port) = u.sin_port;
-			if (R_(bind)(s->kfd, (struct sockaddr *)&t, alen) < 0) {
-				R_(close)(udp);
-				udp = -1;
-				if (errno != EADDRINUSE)
-					break;
-			}
-		}
-	}
-	if (udp < 0) {
-		if (es__g.strict) {
-			es__log("connect to %s: no side-channel port for EMP negotiation (strict mode)",
-				inet_ntoa(to->sin_addr));
-			errno = EADDRINUSE;
-			return -1;
-		}
-		return 0;
-	}
-	s->udp = udp;
-	s->remote = *to;
-	return 1;
-}
-
-static void fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce)
+void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce)
 {
 	memset(m, 0, sizeof *m);
 	m->magic = htonl(NEG_MAGIC);
@@ -205,8 +132,7 @@ static void fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce)
 	m->nonce = nonce;
 }
 
-/* message from the peer about this connection (its local = our remote) */
-static int valid(const struct neg_msg *m, ssize_t n, struct es_sock *s)
+int es__neg_valid(const struct neg_msg *m, ssize_t n, struct es_sock *s)
 {
 	return n >= (ssize_t)sizeof *m && ntohl(m->magic) == NEG_MAGIC &&
 	       m->version == NEG_VERSION && m->sip == s->remote.sin_addr.s_addr &&
@@ -214,8 +140,9 @@ static int valid(const struct neg_msg *m, ssize_t n, struct es_sock *s)
 	       m->dport == s->local.sin_port;
 }
 
-static void finish_emp(struct es_sock *s)
+int es__neg_finish_emp(struct es_sock *s)
 {
+	es__neg_forget(s);
 	es__sock_lock(s);
 	s->state = ES_EMP;
 	es__signal(s);
@@ -227,116 +154,56 @@ static void finish_emp(struct es_sock *s)
 	es__ep_sock_switched(s);
 	es__dbg("fd %d: EMP with %s:%u (conn %u)", s->kfd, inet_ntoa(s->remote.sin_addr),
 		ntohs(s->remote.sin_port), es__conn_lid(s));
+	return ES_EMP;
 }
 
-static int fallback(struct es_sock *s, const char *why)
+int es__neg_fallback(struct es_sock *s, const char *why)
 {
 	int fd = s->kfd;
 	if (es__g.strict) {
 		es__fail_strict(s, ECONNREFUSED, why);
 		errno = ECONNREFUSED;
-		return -1;
+		return ES_FAILED;
 	}
 	es__dbg("fd %d: kernel TCP with %s:%u: %s", fd, inet_ntoa(s->remote.sin_addr),
 		ntohs(s->remote.sin_port), why);
 	es__drop_to_kernel(fd, s);
-	return 0;
+	return ES_CAND;
 }
 
-int es__neg_client(struct es_sock *s)
-{
-	socklen_t l;
-	name_in(s->kfd, 0, &s->local);
-	int64_t dl = es__now_ns() + es__g.neg_ms * 1000000ll, dl2 = 0;
-	struct neg_msg m, a;
-	struct sockaddr_in from;
-	int have_offer = 0;
-	for (;;) {
-		int64_t now = es__now_ns();
-		if (!have_offer && now >= dl)
-			return fallback(s, "no EMP offer from the server (plain program?)");
-		if (have_offer) {
-			if (es__conn_hello_seen(s)) {
-				finish_emp(s);
-				return 0;
-			}
-			if (now >= dl2)
-				return fallback(s, "server did not confirm EMP");
-			es__sock_lock(s);
-			int64_t t = now + 2000000;
-			es__wait(s, t < dl2 ? t : dl2);
-			es__sock_unlock(s);
-			if (es__conn_hello_seen(s))
-				continue;
-		} else {
-			struct pollfd p = { s->udp, POLLIN, 0 };
-			int ms = (int)((dl - now + 999999) / 1000000);
-			if (R_(poll)(&p, 1, ms) < 0 && errno != EINTR)
-				return fallback(s, "poll failed");
-		}
-		for (;;) {
-			l = sizeof from;
-			ssize_t n = R_(recvfrom)(s->udp, &m, sizeof m, MSG_DONTWAIT,
-						 (struct sockaddr *)&from, &l);
-			if (n < 0)
-				break;
-			if (!valid(&m, n, s))
-				continue;
-			if (m.type == N_REJECT && have_offer)
-				return fallback(s, "server gave up on EMP");
-			if (m.type != N_OFFER)
-				continue;
-			if (!have_offer) {
-				emp_endpoint_t *ep = es__engine();
-				int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
-				if (host < 0 || es__conn_create(s, (uint16_t)host, ntohs(m.ep)) < 0 ||
-				    es__conn_set_peer(s, ntohs(m.ep), ntohl(m.conn), ntohl(m.nbufs),
-						      ntohl(m.bufsz)) < 0) {
-					fill(&a, N_REJECT, s, m.nonce);
-					R_(sendto)(s->udp, &a, sizeof a, 0, (struct sockaddr *)&from, l);
-					return fallback(s, "cannot set up EMP buffers");
-				}
-				have_offer = 1;
-				dl2 = es__now_ns() + (es__g.neg_ms + 200) * 1000000ll;
-			}
-			fill(&a, N_ACCEPT, s, m.nonce);
-			R_(sendto)(s->udp, &a, sizeof a, 0, (struct sockaddr *)&from, l);
-		}
-	}
-}
-
-int es__neg_server(struct es_sock *s)
+/* The server's side; s is an accepted socket on its first use. */
+static int neg_server(struct es_sock *s)
 {
 	emp_endpoint_t *ep = es__engine();
 	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
 	if (host < 0)
-		return fallback(s, "no EMP endpoint");
+		return es__neg_fallback(s, "no EMP endpoint");
 	if (es__conn_create(s, (uint16_t)host, EMP_ANY_EP) < 0)
-		return fallback(s, "cannot set up EMP buffers");
-	int udp = udp_socket();
+		return es__neg_fallback(s, "cannot set up EMP buffers");
+	int udp = es__neg_udp_socket();
 	struct sockaddr_in b = s->local;
 	b.sin_port = 0;
 	if (udp < 0 || R_(bind)(udp, (struct sockaddr *)&b, sizeof b) < 0 ||
 	    R_(connect)(udp, (struct sockaddr *)&s->remote, sizeof s->remote) < 0) {
 		if (udp >= 0)
 			R_(close)(udp);
-		return fallback(s, "no side channel");
+		return es__neg_fallback(s, "no side channel");
 	}
 	s->udp = udp;
 	uint64_t nonce = ((uint64_t)rand() << 32) ^ (uint64_t)es__now_ns() ^ es__conn_lid(s);
 	struct neg_msg o, m;
-	fill(&o, N_OFFER, s, nonce);
+	es__neg_fill(&o, N_OFFER, s, nonce);
 	int64_t dl = es__now_ns() + es__g.neg_ms * 1000000ll, next = 0, gap = 2000000;
 	for (;;) {
 		int64_t now = es__now_ns();
 		if (now >= dl) {
-			fill(&o, N_REJECT, s, nonce);
+			es__neg_fill(&o, N_REJECT, s, nonce);
 			R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);
-			return fallback(s, "client did not answer the EMP offer (plain program?)");
+			return es__neg_fallback(s, "client did not answer the EMP offer (plain program?)");
 		}
 		if (now >= next) {
 			if (R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
-				return fallback(s, "client host refused the offer (plain program)");
+				return es__neg_fallback(s, "client host refused the offer (plain program)");
 			next = now + gap;
 			if (gap < 20000000)
 				gap *= 2;
@@ -348,30 +215,29 @@ int es__neg_server(struct es_sock *s)
 			ssize_t n = R_(recv)(udp, &m, sizeof m, MSG_DONTWAIT);
 			if (n < 0) {
 				if (errno == ECONNREFUSED)
-					return fallback(s, "client host refused the offer (plain program)");
+					return es__neg_fallback(s, "client host refused the offer (plain program)");
 				break;
 			}
-			if (!valid(&m, n, s) || m.nonce != nonce)
+			if (!es__neg_valid(&m, n, s) || m.nonce != nonce)
 				continue;
 			if (m.type == N_REJECT)
-				return fallback(s, "client declined EMP");
+				return es__neg_fallback(s, "client declined EMP");
 			if (m.type != N_ACCEPT)
 				continue;
 			es__sock_lock(s);
 			int r = es__conn_set_peer(s, ntohs(m.ep), ntohl(m.conn), ntohl(m.nbufs), ntohl(m.bufsz));
 			es__sock_unlock(s);
 			if (r < 0) {
-				fill(&o, N_REJECT, s, nonce);
+				es__neg_fill(&o, N_REJECT, s, nonce);
 				R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);
-				return fallback(s, "cannot set up EMP send slots (descriptors?)");
+				return es__neg_fallback(s, "cannot set up EMP send slots (descriptors?)");
 			}
 			es__sock_lock(s);
 			r = es__conn_send_hello(s);
 			es__sock_unlock(s);
 			if (r < 0)
-				return fallback(s, "EMP hello failed");
-			finish_emp(s);
-			return 0;
+				return es__neg_fallback(s, "EMP hello failed");
+			return es__neg_finish_emp(s);
 		}
 	}
 }
@@ -386,6 +252,7 @@ static void unmap(int fd, void *o, void *arg)
 void es__drop_to_kernel(int fd, struct es_sock *s)
 {
 	(void)fd;
+	es__neg_forget(s);
 	if (s->c)
 		es__conn_destroy(s, 0);
 	if (s->udp >= 0) {
@@ -409,6 +276,7 @@ void es__fail_strict(struct es_sock *s, int err, const char *why)
 {
 	es__log("connection %s:%u: %s; strict mode refuses kernel TCP",
 		inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port), why);
+	es__neg_forget(s);
 	if (s->c)
 		es__conn_destroy(s, 0);
 	if (s->udp >= 0) {
@@ -423,22 +291,8 @@ void es__fail_strict(struct es_sock *s, int err, const char *why)
 	es__ep_sock_switched(s);
 }
 
-/* Bring a connection that still has to negotiate to a decision. */
-static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int settle(int fd, struct es_sock *s);
-
-/* One negotiation at a time per process (bounded), so that two threads using a
- * fresh socket at once cannot both run one. */
-int es__settle(int fd, struct es_sock *s, int block)
-{
-	(void)block;
-	pthread_mutex_lock(&settle_lock);
-	int r = es__sock(fd) == s ? settle(fd, s) : ES_CAND;
-	pthread_mutex_unlock(&settle_lock);
-	return r;
-}
-
+/* Bring a connection that still has to negotiate to a decision: ES_CAND when
+ * it went to the kernel (s is freed then), else its new state. */
 static int settle(int fd, struct es_sock *s)
 {
 	if (s->state == ES_CONNECTING) {
@@ -454,12 +308,57 @@ static int settle(int fd, struct es_sock *s)
 		s->state = ES_PENDING;
 		s->server = 0;
 	}
-	if (s->state == ES_PENDING) {
-		if (s->server)
-			es__neg_server(s);
-		else
-			es__neg_client(s);
-		return es__sock(fd) == s ? s->state : ES_CAND;
+	if (s->state != ES_PENDING)
+		return s->state;
+	return s->server ? neg_server(s) : es__negc_settle(s);
+}
+
+/* One settle per socket at a time (a second thread waits for the first one's
+ * outcome); different sockets settle in parallel. */
+static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t settle_cv = PTHREAD_COND_INITIALIZER;
+
+int es__settle(int fd, struct es_sock *s, int block)
+{
+	(void)block;
+	pthread_mutex_lock(&settle_mu);
+	while (es__sock(fd) == s && s->ng.settling)
+		pthread_cond_wait(&settle_cv, &settle_mu);
+	if (es__sock(fd) != s || (s->state != ES_CONNECTING && s->state != ES_PENDING)) {
+		int r = es__sock(fd) == s ? s->state : ES_CAND;
+		pthread_mutex_unlock(&settle_mu);
+		return r;
 	}
-	return s->state;
+	s->ng.settling = 1;
+	pthread_mutex_unlock(&settle_mu);
+	int e = errno;
+	int r = settle(fd, s);
+	if (r != ES_FAILED)
+		errno = e;
+	pthread_mutex_lock(&settle_mu);
+	if (r != ES_CAND)   /* else s is gone (and unmapped, so waiters see that) */
+		s->ng.settling = 0;
+	pthread_cond_broadcast(&settle_cv);
+	pthread_mutex_unlock(&settle_mu);
+	return r;
+}
+
+static void child_fix(int fd, void *o, void *arg)
+{
+	(void)fd; (void)arg;
+	struct es_sock *s = o;
+	if (s->kind == ES_KIND_SOCK)
+		s->ng.settling = 0;   /* the thread settling it stayed in the parent */
+}
+
+static void atfork_child(void)
+{
+	pthread_mutex_init(&settle_mu, NULL);
+	pthread_cond_init(&settle_cv, NULL);
+	es__fd_foreach(child_fix, NULL);
+}
+
+__attribute__((constructor)) static void neg_init(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
 }

@@ -162,6 +162,7 @@ again:
 		dl = es__now_ns();
 	goto again;
 out:
+	es__spin_end();
 	for (i = 0; i < n; i++)
 		if (ss[i]) {
 			es__sock_lock(ss[i]);

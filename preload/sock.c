@@ -49,11 +49,15 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	}
 	int r = R_(connect)(fd, sa, len);
 	int e = errno;
+	if (r == 0 || e == EINPROGRESS || e == EINTR || e == EALREADY)
+		es__neg_client_start(s);   /* OFFERs are answered from now on */
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
-		if (es__neg_client(s) < 0)
+		if (es__settle(fd, s, 1) == ES_FAILED) {
+			errno = ECONNREFUSED;
 			return -1;
+		}
 		errno = e;
 		return 0;
 	}

@@ -405,19 +405,50 @@ void es__process_all(void)
 
 atomic_uint es__changes;
 
-int es__spin(unsigned seq0)
+/* Adaptive spinning, per thread: a wait that ended within spin_us (spinning
+ * or blocked) says the next one is likely short too, so the thread spins the
+ * full spin_us; each longer wait halves the budget (down to 1/64): a thread
+ * that waits milliseconds for its peer (a stream sender out of credits) stops
+ * burning the CPU that peer may need, and one short wait brings the spin back. */
+static __thread unsigned spin_miss;
+static __thread int64_t wait_t0;
+
+int64_t es__spin_begin(void)
 {
+	wait_t0 = es__now_ns();
 	if (!es__g.spin_us || !es__g.ep)
 		return 0;
-	int64_t end = es__now_ns() + es__g.spin_us * 1000ll;
+	return ((int64_t)es__g.spin_us * 1000) >> spin_miss;
+}
+
+void es__spin_end(void)
+{
+	if (!wait_t0)
+		return;                 /* no wait began (poll/epoll that found work at once) */
+	int64_t took = es__now_ns() - wait_t0;
+	wait_t0 = 0;
+	if (took <= (int64_t)es__g.spin_us * 1000)
+		spin_miss = 0;
+	else if (spin_miss < 6)
+		spin_miss++;
+}
+
+int es__spin(unsigned seq0)
+{
+	int64_t budget = es__spin_begin();
+	if (!budget)
+		return 0;
+	int64_t end = es__now_ns() + budget;
 	int changed = 0;
 	emp_drive_begin(es__g.ep);           /* the progress thread stands back meanwhile */
-	for (unsigned i = 1; es__now_ns() < end; i++) {
+	for (int64_t now = es__now_ns(), yielded = now; now < end; now = es__now_ns()) {
 		if ((changed = atomic_load(&es__changes) != seq0))
 			break;
 		emp_progress(es__g.ep);
-		if (!(i & 15))
+		if (now - yielded >= ES_YIELD_NS) {
 			sched_yield();       /* a peer sharing our CPU gets to run */
+			yielded = now;
+		}
 	}
 	emp_drive_end(es__g.ep);
 	return changed || atomic_load(&es__changes) != seq0;

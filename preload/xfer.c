@@ -77,13 +77,18 @@ int es__wait(struct es_sock *s, int64_t deadline)
 	s->waiters = &w;
 	pthread_mutex_unlock(&s->lock);
 	int rc = 1;
-	if (es__g.spin_us && es__g.ep) {
-		int64_t end = es__now_ns() + es__g.spin_us * 1000ll;
+	int64_t budget = es__spin_begin();
+	if (budget) {
+		int64_t end = es__now_ns() + budget;
 		emp_drive_begin(es__g.ep);       /* the progress thread stands back meanwhile */
-		for (unsigned i = 1; atomic_load(&c->seq) == seq0 && es__now_ns() < end && !atomic_load(&s->dirty); i++) {
+		int64_t yielded = es__now_ns();
+		for (int64_t now = yielded; atomic_load(&c->seq) == seq0 && now < end && !atomic_load(&s->dirty);
+		     now = es__now_ns()) {
 			emp_progress(es__g.ep);
-			if (!(i & 15))
+			if (now - yielded >= ES_YIELD_NS) {
 				sched_yield();   /* a peer sharing our CPU gets to run */
+				yielded = now;
+			}
 		}
 		emp_drive_end(es__g.ep);
 	}
@@ -114,6 +119,7 @@ int es__wait(struct es_sock *s, int64_t deadline)
 	uint64_t v;
 	R_(read)(efd, &v, 8);
 	es__process(s);
+	es__spin_end();
 	return rc;
 }
 

@@ -20,13 +20,14 @@
 
 /*
  * usage:
- *   loadt server PORT NCONN BYTES [SECONDS]
- *       serves NCONN connections (then exits 0 if every one verified)
+ *   loadt server PORT NCONN BYTES [SECONDS [--accept-gap MS]]
+ *       serves NCONN connections (then exits 0 if every one verified); --accept-gap: one
+ *       accept, its first use (epoll_ctl), then MS of sleep before the next (a busy server)
  *   loadt client ID NCONN BYTES SECONDS [--burst] HOST:PORT [HOST:PORT...]
  *       opens NCONN connections, round-robin over the targets, then runs them all at once;
  *       exit 0 if all verified. Connections are set up one after the other (a blocking
  *       connect each, then O_NONBLOCK); --burst issues every non-blocking connect at once
- *       instead (see the Faults section of README.md: the shim's negotiation then fails)
+ *       instead; prints when the last one got its seed out ("all N connected in S s")
  *
  * Per connection: the client sends an 8-byte seed (ID << 32 | index), then BYTES of the
  * seed's pattern; the server sends BYTES of its own pattern for that seed while receiving,
@@ -71,6 +72,12 @@ struct conn {
 static uint64_t bytes;
 static int ep, is_server;
 static long nok, nbad, nfinished;
+static long nwant, nseeded;          /* client: connections, those whose seed went out (connected) */
+static int accept_gap_ms;            /* server: pause after each accept (a busy server) */
+static double t_start;
+static uint64_t client_id;
+
+static double mono(void);
 
 static void set_events(struct conn *c, unsigned ev)
 {
@@ -164,6 +171,9 @@ static void pump(struct conn *c)
 			if (w > 0) {
 				c->seed_sent += (unsigned)w;
 				progress = 1;
+				if (c->seed_sent == 8 && ++nseeded == nwant)
+					printf("client %llu: all %ld connected in %.2f s\n",
+					       (unsigned long long)client_id, nwant, mono() - t_start);
 			} else if (w < 0 && errno != EAGAIN) {
 				finish(c, 0, strerror(errno));
 				return;
@@ -262,6 +272,10 @@ static int loop(long total, double limit, struct conn *conns, long nconns, int l
 						perror("loadt: epoll_ctl ADD");
 						finish(n, 0, "epoll_ctl");
 					}
+					if (accept_gap_ms) {
+						usleep((useconds_t)accept_gap_ms * 1000);
+						break;   /* the rest wait in the backlog */
+					}
 				}
 				continue;
 			}
@@ -289,6 +303,8 @@ int main(int argc, char **argv)
 		long n = atol(argv[3]);
 		bytes = strtoull(argv[4], NULL, 0);
 		double limit = argc > 5 ? atof(argv[5]) : 120;
+		if (argc > 7 && !strcmp(argv[6], "--accept-gap"))
+			accept_gap_ms = atoi(argv[7]);
 		struct conn *conns = calloc((size_t)n + 1, sizeof *conns);
 		int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
 		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -307,6 +323,9 @@ int main(int argc, char **argv)
 	if (argc >= 7 && !strcmp(argv[1], "client")) {
 		uint64_t id = strtoull(argv[2], NULL, 0);
 		long n = atol(argv[3]);
+		client_id = id;
+		nwant = n;
+		t_start = t0;
 		bytes = strtoull(argv[4], NULL, 0);
 		double limit = atof(argv[5]);
 		int first = 6, burst = 0;
@@ -364,7 +383,7 @@ int main(int argc, char **argv)
 		       (unsigned long long)id, nfinished, nok, nbad, (unsigned long long)bytes, mono() - t0);
 		return rc || nbad || nok != n;
 	}
-	fprintf(stderr, "usage: loadt server PORT NCONN BYTES [SECONDS] | "
+	fprintf(stderr, "usage: loadt server PORT NCONN BYTES [SECONDS [--accept-gap MS]] | "
 			"loadt client ID NCONN BYTES SECONDS [--burst] HOST:PORT...\n");
 	return 2;
 }

@@ -9,8 +9,11 @@ BIN=$ROOT/build/bin
 PIDS=()
 
 cleanup() {
-	local p
-	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+	local p left=0
+	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null && left=1 || true; done
+	# what ignores SIGTERM (unshare --fork waiting for its child) goes with SIGKILL
+	[ "$left" = 1 ] && sleep 0.2
+	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
 	bash "$ROOT/scripts/cluster" down --prefix "$PREFIX" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT

@@ -1,0 +1,465 @@
+/* negclient.c: the client side of negotiation: the process's OFFER responder (every pending client socket is answered whenever its OFFER arrives), the known-EMP-server table, settling a client socket. */
+/*
+ * Every client socket that may use EMP is registered here once its kernel
+ * connect has been issued (es__neg_client_start) and stays registered until it
+ * is decided or closed. A background thread, the responder (started with the
+ * first registration in each process), sleeps in epoll on the registered
+ * sockets' UDP side channels and answers each OFFER as it arrives: it posts the
+ * connection's receives (es__conn_create, es__conn_set_peer), sends ACCEPT and
+ * records that in s->ng; a repeated OFFER gets the ACCEPT again, a REJECT is
+ * recorded. The application thread that first uses the socket (es__settle)
+ * only waits for the outcome: HELLO over EMP -> EMP; REJECT, a failed setup, or
+ * the bound without an OFFER -> kernel TCP (strict mode: an error). So the
+ * server's negotiation of each of our sockets takes one round trip, in whatever
+ * order it accepts them, while our application settles them in its own order
+ * (or is busy elsewhere). The settling thread also reads its own socket's side
+ * channel, so nothing depends on the responder being scheduled (or existing).
+ *
+ * Bound: with no OFFER the client gives up EMP_NEG_TIMEOUT_MS (500) after
+ * connect, which keeps fallback to plain servers fast. A server (ip, port) that
+ * has sent this process an OFFER is known to speak EMP: its OFFER for a new
+ * connection comes when its program first uses the accepted socket, which may
+ * sit in a busy server's listen backlog, so such connections wait up to
+ * EMP_NEG_TIMEOUT_KNOWN_MS (5000) after connect. The long bound applies if the
+ * server is known when the application asks, or if it sent an OFFER for any
+ * connection since this one's connect (a burst of connects to a new server). A
+ * known server's connection that still gets no OFFER marks it plain again:
+ * later connections start from the short bound until it offers again.
+ * Commit rules are negotiate.c's: the server commits on our ACCEPT, we commit
+ * only on its HELLO (waiting EMP_NEG_TIMEOUT_MS + 200 ms after answering);
+ * giving up unregisters and closes our UDP socket, so a later OFFER meets ICMP
+ * and the server falls back too.
+ *
+ * Locks: neg_lock (the table, the responder's registry, s->ng.st of registered
+ * sockets) is taken before s->lock and never while holding the fd table lock or
+ * es__g.lock; the responder touches a socket only under neg_lock while it is
+ * registered, and every path that frees a socket unregisters it first
+ * (es__neg_forget). Fork: the child has no responder; its registry starts
+ * empty; a socket the parent already answered for is the parent's (FOREIGN in
+ * the child), one still waiting is registered again when the child settles it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "neg.h"
+
+static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- servers known to speak EMP (under neg_lock) ---- */
+#define KNOWN_N 256
+#define KNOWN_PROBE 8
+struct known {
+	uint32_t ip;
+	uint16_t port;
+	int64_t offer_ns, plain_ns;      /* last OFFER from there; last bound missed */
+};
+static struct known known[KNOWN_N];
+
+static struct known *known_find(const struct sockaddr_in *a, int create)
+{
+	uint32_t ip = a->sin_addr.s_addr;
+	uint16_t port = a->sin_port;
+	unsigned h = (ntohl(ip) * 2654435761u) ^ (ntohs(port) * 40503u);
+	struct known *victim = NULL;
+	for (int i = 0; i < KNOWN_PROBE; i++) {
+		struct known *k = &known[(h + (unsigned)i) % KNOWN_N];
+		if (k->offer_ns && k->ip == ip && k->port == port)
+			return k;
+		if (!victim || !k->offer_ns || (victim->offer_ns && k->offer_ns < victim->offer_ns))
+			victim = k;
+	}
+	if (!create)
+		return NULL;
+	memset(victim, 0, sizeof *victim);
+	victim->ip = ip;
+	victim->port = port;
+	return victim;
+}
+
+/* the bound for a client socket still without an OFFER: long toward a known EMP server */
+static int long_bound(struct es_sock *s)
+{
+	struct known *k = known_find(&s->remote, 0);
+	return k && (k->offer_ns > k->plain_ns || k->offer_ns >= s->ng.t0);
+}
+
+static int64_t bound_ns(int lng)
+{
+	int ms = lng && es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
+	return ms * 1000000ll;
+}
+
+/* ---- the responder's registry (under neg_lock) ---- */
+struct slot {
+	struct es_sock *s;
+	uint32_t id;                     /* in the epoll data with the index: stale events miss */
+};
+static struct slot *slots;
+static int nslots, hint;
+static uint32_t next_id;
+static int rep_ep = -1, rep_state;       /* responder: 0 not started, 1 running, -1 none */
+
+static int registered(struct es_sock *s)
+{
+	return s->ng.reg && s->ng.gen == es__g.gen;
+}
+
+static void *responder(void *arg);
+
+static void start_responder(void)
+{
+	rep_state = -1;
+	rep_ep = R_(epoll_create1)(EPOLL_CLOEXEC);
+	if (rep_ep < 0)
+		return;
+	pthread_attr_t at;
+	pthread_t t;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals belong to the application's threads */
+	int r = pthread_create(&t, &at, responder, (void *)(intptr_t)rep_ep);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
+	if (r) {
+		es__dbg("no negotiation responder thread (%s): OFFERs answered when settling", strerror(r));
+		R_(close)(rep_ep);
+		rep_ep = -1;
+		return;
+	}
+	rep_state = 1;
+}
+
+static void reg_add(struct es_sock *s)
+{
+	if (!rep_state)
+		start_responder();
+	int i = hint;
+	while (i < nslots && slots[i].s)
+		i++;
+	if (i == nslots) {
+		int n = nslots ? nslots * 2 : 64;
+		struct slot *ns = realloc(slots, (size_t)n * sizeof *ns);
+		if (!ns)
+			return;   /* unregistered: the settling thread answers itself */
+		memset(ns + nslots, 0, (size_t)(n - nslots) * sizeof *ns);
+		slots = ns;
+		nslots = n;
+	}
+	hint = i + 1;
+	if (!++next_id)
+		next_id = 1;
+	slots[i].s = s;
+	slots[i].id = next_id;
+	s->ng.reg = 1;
+	s->ng.slot = i;
+	s->ng.gen = es__g.gen;
+	if (rep_ep >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)next_id << 32 | (unsigned)i };
+		R_(epoll_ctl)(rep_ep, EPOLL_CTL_ADD, s->udp, &ev);
+	}
+}
+
+static void reg_del(struct es_sock *s)
+{
+	if (!registered(s))
+		return;
+	if (rep_ep >= 0 && s->udp >= 0)
+		R_(epoll_ctl)(rep_ep, EPOLL_CTL_DEL, s->udp, NULL);
+	slots[s->ng.slot].s = NULL;
+	slots[s->ng.slot].id = 0;
+	if (s->ng.slot < hint)
+		hint = s->ng.slot;
+	s->ng.reg = 0;
+}
+
+/* wake whoever waits on s (the settling thread) */
+static void wake(struct es_sock *s)
+{
+	es__sock_lock(s);
+	es__signal(s);
+	es__sock_unlock(s);
+}
+
+static void reply(struct es_sock *s, int type, uint64_t nonce, const struct sockaddr_in *to)
+{
+	struct neg_msg a;
+	es__neg_fill(&a, type, s, nonce);
+	R_(sendto)(s->udp, &a, sizeof a, 0, (const struct sockaddr *)to, sizeof *to);
+}
+
+/* first OFFER: post our receives, learn the peer's, answer */
+static void take_offer(struct es_sock *s, const struct neg_msg *m, const struct sockaddr_in *from)
+{
+	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
+	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
+	int r = host < 0 ? -1 : es__conn_create(s, (uint16_t)host, ntohs(m->ep));
+	if (r == 0) {
+		es__sock_lock(s);
+		r = es__conn_set_peer(s, ntohs(m->ep), ntohl(m->conn), ntohl(m->nbufs), ntohl(m->bufsz));
+		es__sock_unlock(s);
+	}
+	int64_t now = es__now_ns();
+	struct known *k = known_find(&s->remote, 1);
+	k->offer_ns = now;
+	if (r < 0) {
+		s->ng.st = NG_NOBUFS;
+		reply(s, N_REJECT, m->nonce, from);
+		return;
+	}
+	s->ng.st = NG_ACCEPTED;
+	s->ng.t_offer = now;
+	reply(s, N_ACCEPT, m->nonce, from);
+}
+
+/* read s's side channel dry; neg_lock held */
+static void service(struct es_sock *s)
+{
+	int st0 = s->ng.st;
+	for (;;) {
+		struct neg_msg m;
+		struct sockaddr_in from;
+		socklen_t l = sizeof from;
+		ssize_t n = R_(recvfrom)(s->udp, &m, sizeof m, MSG_DONTWAIT, (struct sockaddr *)&from, &l);
+		if (n < 0)
+			break;
+		if (!es__neg_valid(&m, n, s) || from.sin_family != AF_INET)
+			continue;
+		if (m.type == N_REJECT && (s->ng.st == NG_WAIT || s->ng.st == NG_ACCEPTED))
+			s->ng.st = NG_REJECTED;
+		else if (m.type == N_OFFER && s->ng.st == NG_WAIT)
+			take_offer(s, &m, &from);
+		else if (m.type == N_OFFER && s->ng.st == NG_ACCEPTED)
+			reply(s, N_ACCEPT, m.nonce, &from);   /* our ACCEPT was lost */
+	}
+	if (s->ng.st != st0)
+		wake(s);
+}
+
+static void *responder(void *arg)
+{
+	int ep = (int)(intptr_t)arg;
+	struct epoll_event ev[64];
+	es__tl_in = 1;   /* everything this thread calls goes straight to libc */
+	for (;;) {
+		int n = R_(epoll_wait)(ep, ev, 64, -1);
+		if (n < 0) {
+			if (errno != EINTR)
+				usleep(10000);
+			continue;
+		}
+		pthread_mutex_lock(&neg_lock);
+		for (int i = 0; i < n; i++) {
+			unsigned idx = (uint32_t)ev[i].data.u64;
+			uint32_t id = (uint32_t)(ev[i].data.u64 >> 32);
+			if ((int)idx < nslots && slots[idx].s && slots[idx].id == id)
+				service(slots[idx].s);
+		}
+		pthread_mutex_unlock(&neg_lock);
+	}
+	return NULL;
+}
+
+int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
+{
+	if (!es__conf() || es__neg_self_and_peer(NULL, to, ntohs(to->sin_port)) < 0)
+		return 0;
+	emp_endpoint_t *ep = es__engine();
+	if (!ep) {
+		if (es__g.strict) {
+			es__log("connect to %s: no EMP endpoint (strict mode)", inet_ntoa(to->sin_addr));
+			errno = ENETUNREACH;
+			return -1;
+		}
+		return 0;
+	}
+	int self = emp_self_host(ep), host = emp_host_by_ip(ep, to->sin_addr.s_addr);
+	if (host < 0 || host == self)
+		return 0;
+	struct sockaddr_storage a;
+	socklen_t l = sizeof a;
+	if (R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
+		return 0;
+	socklen_t alen = l;
+	in_port_t *aport = a.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&a)->sin6_port
+						   : &((struct sockaddr_in *)&a)->sin_port;
+	int udp = -1;
+	if (*aport) {
+		udp = es__neg_udp_socket();
+		struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = *aport };
+		if (udp >= 0 && R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0) {
+			R_(close)(udp);
+			udp = -1;
+		}
+	} else {
+		for (int i = 0; i < 16 && udp < 0; i++) {
+			udp = es__neg_udp_socket();
+			if (udp < 0)
+				break;
+			struct sockaddr_in u = { .sin_family = AF_INET };
+			l = sizeof u;
+			if (R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0 ||
+			    R_(getsockname)(udp, (struct sockaddr *)&u, &l) < 0) {
+				R_(close)(udp);
+				udp = -1;
+				break;
+			}
+			struct sockaddr_storage t = a;
+			*(t.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&t)->sin6_port
+						  : &((struct sockaddr_in *)&t)->sin_port) = u.sin_port;
+			if (R_(bind)(s->kfd, (struct sockaddr *)&t, alen) < 0) {
+				R_(close)(udp);
+				udp = -1;
+				if (errno != EADDRINUSE)
+					break;
+			}
+		}
+	}
+	if (udp < 0) {
+		if (es__g.strict) {
+			es__log("connect to %s: no side-channel port for EMP negotiation (strict mode)",
+				inet_ntoa(to->sin_addr));
+			errno = EADDRINUSE;
+			return -1;
+		}
+		return 0;
+	}
+	s->udp = udp;
+	s->remote = *to;
+	s->ng.t0 = es__now_ns();
+	return 1;
+}
+
+void es__neg_client_start(struct es_sock *s)
+{
+	if (s->udp < 0)
+		return;
+	es__neg_name_in(s->kfd, 0, &s->local);
+	pthread_mutex_lock(&neg_lock);
+	s->ng.st = NG_WAIT;
+	reg_add(s);
+	pthread_mutex_unlock(&neg_lock);
+}
+
+void es__neg_forget(struct es_sock *s)
+{
+	if (!registered(s))
+		return;
+	pthread_mutex_lock(&neg_lock);
+	reg_del(s);
+	pthread_mutex_unlock(&neg_lock);
+}
+
+/* A connected client socket (PENDING) to a decision; the caller is its only settler. */
+int es__negc_settle(struct es_sock *s)
+{
+	if (!registered(s) && !(s->ng.reg && s->ng.st != NG_WAIT)) {
+		if (s->udp < 0 || !es__engine())
+			return es__neg_fallback(s, "no side channel for EMP negotiation");
+		pthread_mutex_lock(&neg_lock);   /* new, or inherited across fork still waiting */
+		s->ng.st = NG_WAIT;
+		reg_add(s);
+		pthread_mutex_unlock(&neg_lock);
+	}
+	if (!registered(s)) {   /* inherited across fork after the parent's responder answered */
+		if (s->ng.st == NG_ACCEPTED) {   /* the parent's endpoint has this connection */
+			es__dbg("fd %d: negotiated by the parent process", s->kfd);
+			if (s->c)
+				es__conn_destroy(s, 0);
+			if (s->udp >= 0)
+				R_(close)(s->udp);
+			s->udp = -1;
+			s->ng.reg = 0;
+			s->state = ES_FOREIGN;
+			es__ep_sock_switched(s);
+			return ES_FOREIGN;
+		}
+		/* the parent saw a REJECT or could not set up: the loop falls back */
+	}
+	int efd = es__tl_efd();
+	struct es_waiter w = { efd, NULL, NULL };
+	es__sock_lock(s);
+	w.next = s->waiters;
+	if (s->waiters)
+		s->waiters->prev = &w;
+	s->waiters = &w;
+	es__sock_unlock(s);
+	const char *why = NULL;
+	int emp = 0;
+	for (;;) {
+		int64_t now = es__now_ns(), until = now;
+		pthread_mutex_lock(&neg_lock);
+		service(s);
+		if (s->ng.st == NG_ACCEPTED) {
+			es__sock_lock(s);
+			emp = es__conn_hello_seen(s);
+			es__sock_unlock(s);
+			until = s->ng.t_offer + (es__g.neg_ms + 200) * 1000000ll;
+			if (!emp && now >= until)
+				why = "server did not confirm EMP";
+		} else if (s->ng.st == NG_REJECTED) {
+			why = "server gave up on EMP";
+		} else if (s->ng.st == NG_NOBUFS) {
+			why = "cannot set up EMP buffers (descriptors?)";
+		} else {
+			int lng = long_bound(s);
+			until = s->ng.t0 + bound_ns(lng);
+			if (now >= until) {
+				why = lng ? "no EMP offer from the server (known to speak EMP; busy?)"
+					  : "no EMP offer from the server (plain program?)";
+				if (lng) {
+					struct known *k = known_find(&s->remote, 0);
+					if (k)
+						k->plain_ns = now;
+				}
+			}
+		}
+		if (emp || why) {
+			reg_del(s);   /* from here on a late OFFER meets ICMP */
+			if (s->udp >= 0)
+				R_(close)(s->udp);
+			s->udp = -1;
+			pthread_mutex_unlock(&neg_lock);
+			break;
+		}
+		pthread_mutex_unlock(&neg_lock);
+		struct pollfd p[2] = { { efd, POLLIN, 0 }, { s->udp, POLLIN, 0 } };
+		R_(poll)(p, 2, (int)((until - now + 999999) / 1000000));
+		if (p[0].revents) {
+			uint64_t v;
+			R_(read)(efd, &v, 8);
+		}
+	}
+	es__sock_lock(s);
+	if (w.prev)
+		w.prev->next = w.next;
+	else
+		s->waiters = w.next;
+	if (w.next)
+		w.next->prev = w.prev;
+	es__sock_unlock(s);
+	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);
+}
+
+/* The child has no responder and a copy of the registry it must not use. */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&neg_lock, NULL);
+	if (rep_ep >= 0)
+		R_(close)(rep_ep);
+	rep_ep = -1;
+	rep_state = 0;
+	slots = NULL;   /* the parent's copy may be mid-change: left, not freed */
+	nslots = hint = 0;
+}
+
+__attribute__((constructor)) static void negc_init(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
