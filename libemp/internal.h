@@ -61,7 +61,7 @@ int emp__drive(struct emp_endpoint *ep);
 /* the same for a spinning caller: skips the engine when nothing is waiting */
 int emp__drive_spin(struct emp_endpoint *ep);
 /* spinning threads yield the CPU this often (a peer may share it) */
-#define EMP__YIELD_NS 4000ull
+#define EMP__YIELD_NS 1000ull
 /* Tell sleeping waiters and the hook that descriptors completed. */
 void emp__notify(struct emp_endpoint *ep);
 void emp__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

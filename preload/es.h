@@ -186,7 +186,7 @@ int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
 void es__log_once_nobufs(void);
 /* adaptive spin budget in ns for the wait about to start (stream.c), and its end */
 int64_t es__spin_begin(void);
-#define ES_YIELD_NS 4000     /* spinning threads yield this often (a peer may share the CPU) */
+#define ES_YIELD_NS 1000     /* spinning threads yield this often (a peer may share the CPU) */
 void es__spin_end(void);
 int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
 int es__conn_send_hello(struct es_sock *s);
