@@ -47,7 +47,10 @@
 #define RING_BLOCK     (256u << 10)   /* preferred block size */
 
 struct afp {
-	int fd;
+	int fd;                 /* receive: the ring, the filter, the fd waiters poll */
+	int txfd;               /* send only: protocol 0, never polled, so freeing a sent
+	                         * frame wakes nobody (no sock_def_write_space lock) */
+	struct sockaddr_ll txaddr;
 	int ifindex;
 	uint8_t mac[6];
 	unsigned mtu;
@@ -120,6 +123,8 @@ static void afp_close(void *priv)
 		munmap(a->ring, a->ring_len);
 	if (a->fd >= 0)
 		close(a->fd);
+	if (a->txfd >= 0)
+		close(a->txfd);
 	free(a->skip);
 	free(a);
 }
@@ -150,6 +155,7 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 		seterr(p, "emp: afpacket: out of memory");
 		return -ENOMEM;
 	}
+	a->txfd = -1;
 	a->fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (a->fd < 0) {
 		rc = -errno;
@@ -221,15 +227,26 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 		seterr(p, "emp: afpacket: attaching the BPF filter: %s", strerror(-rc));
 		goto fail;
 	}
+	a->txfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	memset(&a->txaddr, 0, sizeof(a->txaddr));
+	a->txaddr.sll_family = AF_PACKET;
+	a->txaddr.sll_ifindex = a->ifindex;   /* protocol 0 at bind: it receives nothing */
+	if (a->txfd < 0 || bind(a->txfd, (struct sockaddr *)&a->txaddr, sizeof(a->txaddr)) < 0) {
+		rc = -errno;
+		seterr(p, "emp: afpacket: send socket on %s: %s", ifn, strerror(-rc));
+		goto fail;
+	}
+	a->txaddr.sll_protocol = htons(etype);   /* what each frame is sent as */
+	a->txaddr.sll_halen = 6;
 	if (p->qdisc_bypass &&
-	    setsockopt(a->fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one)) < 0) {
+	    setsockopt(a->txfd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one)) < 0) {
 		rc = -errno;
 		seterr(p, "emp: afpacket: PACKET_QDISC_BYPASS: %s", strerror(-rc));
 		goto fail;
 	}
 	int sndbuf = 4 << 20;
-	if (setsockopt(a->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
-		(void)setsockopt(a->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	if (setsockopt(a->txfd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
+		(void)setsockopt(a->txfd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 
 	int ver = TPACKET_V2;
 	struct tpacket_req req;
@@ -304,10 +321,12 @@ static int afp_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 					iov[i][ni++].iov_len = t->piece[j].len;
 				}
 			memset(&mm[i], 0, sizeof(mm[i]));
+			mm[i].msg_hdr.msg_name = &a->txaddr;
+			mm[i].msg_hdr.msg_namelen = sizeof(a->txaddr);
 			mm[i].msg_hdr.msg_iov = iov[i];
 			mm[i].msg_hdr.msg_iovlen = ni;
 		}
-		int r = sendmmsg(a->fd, mm, k, MSG_DONTWAIT);
+		int r = sendmmsg(a->txfd, mm, k, MSG_DONTWAIT);
 		if (r > 0) {
 			done += (unsigned)r;
 			continue;
