@@ -449,6 +449,70 @@ static void t_restart_sender(void)
 	h_free(&h);
 }
 
+/* A path that is fast (50 us) but now and then, for 3 ms every 25 ms, holds
+ * frames 3 ms (a queue filling, a descheduled receiver). Between the spikes
+ * the round-trip samples settle back, so each spike fires timers while frames
+ * are still on their way. The receiver flags the acks of those duplicates
+ * (EMP_F_DUP); the sender raises its RTO floor, and later spikes cost few or
+ * no retransmissions. */
+struct jit { struct harness *h; struct emp_sim_faults f; uint64_t flip; emp_req_t *r; };
+static int jitter_done(void *arg)
+{
+	struct jit *j = arg;
+	if (j->h->now >= j->flip) {
+		int spike = j->f.delay_ns != 3 * MS;
+		j->f.delay_ns = spike ? 3 * MS : 50 * US;
+		emp_sim_wire_set_faults(j->h->wire, &j->f);
+		j->flip = j->h->now + (spike ? 3 : 25) * MS;
+	}
+	return __atomic_load_n(&j->r->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+
+/* messages one after the other until `until` (virtual time); frames resent */
+static uint64_t jitter_phase(struct harness *h, struct jit *j, uint64_t until, uint32_t *seed)
+{
+	enum { LEN = 65536 };
+	static uint8_t sb[LEN], rb[LEN];
+	emp_req_t *s;
+	struct emp_status st;
+	uint64_t rtx0 = h_ctr(h, 0).retransmits;
+	while (h->now < until) {
+		h_fill(sb, LEN, ++*seed);
+		struct iovec sv = { sb, LEN }, rv = { rb, LEN };
+		CHECK_EQ(emp_post_recv(h->ep[1], h_addr(0), 5, &rv, 1, &j->r), 0);
+		CHECK_EQ(emp_post_send(h->ep[0], h_addr(1), 5, &sv, 1, &s), 0);
+		CHECK(h_run(h, jitter_done, j, 2 * SEC));
+		CHECK(h_wait(h, 1, j->r, &st, 1 * SEC));
+		CHECK_EQ(st.result, LEN);
+		CHECK(h_check(rb, LEN, *seed));
+		CHECK(h_wait(h, 0, s, &st, 1 * SEC));
+		CHECK_EQ(st.result, LEN);
+	}
+	return h_ctr(h, 0).retransmits - rtx0;
+}
+
+static void t_spurious_rto(void)
+{
+	struct jit j = { .f = { .seed = 21, .delay_ns = 50 * US } };
+	struct harness h;
+	h_init(&h, 2, &j.f, NULL);
+	j.h = &h;
+	j.flip = h.now + 20 * MS;
+	uint32_t seed = 100;
+	uint64_t t0 = h.now;
+	uint64_t first = jitter_phase(&h, &j, t0 + 100 * MS, &seed);    /* 4 spikes */
+	uint64_t later = jitter_phase(&h, &j, t0 + 300 * MS, &seed);    /* 8 more */
+	struct emp_counters c0 = h_ctr(&h, 0), c1 = h_ctr(&h, 1);
+	printf("  retransmits: first 100 ms %llu, next 200 ms %llu; spurious rounds %llu, dup drops %llu, %u messages\n",
+	       (unsigned long long)first, (unsigned long long)later, (unsigned long long)c0.spurious_rtx,
+	       (unsigned long long)c1.drops[EMP_DROP_DUP], seed - 100);
+	CHECK(c0.spurious_rtx > 0);                         /* the sender saw its timers were early */
+	CHECK_MSG(later * 4 <= first, "the next 200 ms resent %llu frames, the first 100 ms %llu",
+		  (unsigned long long)later, (unsigned long long)first);
+	CHECK_EQ(c0.send_errors + c1.recv_errors, 0);
+	h_free(&h);
+}
+
 /* A HELLO and a STALE of another (dead) life of h1, replayed to h0 in the
  * middle of a transfer: h0 probes the life it knows, which is alive, so
  * nothing is reset; the transfer completes intact. */
@@ -1056,6 +1120,7 @@ static const struct emp_test tests[] = {
 	{ "faults_restart_receiver", t_restart_receiver, 30 },
 	{ "faults_restart_sender", t_restart_sender, 30 },
 	{ "faults_replayed_hello", t_replayed_hello, 30 },
+	{ "faults_spurious_rto", t_spurious_rto, 60 },
 	{ "faults_script_receiver", t_script_receiver, 30 },
 	{ "faults_script_sender", t_script_sender, 30 },
 	{ "faults_unknown_mac", t_unknown_mac, 30 },
