@@ -21,12 +21,6 @@ void emp__send_ack(struct emp_fw *fw, int32_t p, struct rec *r, uint16_t flags)
 	}
 }
 
-static uint64_t sent_mask(const struct rec *x)
-{
-	uint32_t n = x->sent_hi - x->cum;
-	return n >= 64 ? ~0ull : (1ull << n) - 1;
-}
-
 void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now)
 {
 	struct peer *pe = &fw->peer[p];
@@ -64,7 +58,7 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 					continue;
 				chain = y->msg_id;
 			}
-			y->rtx |= sent_mask(y) & ~y->sack;
+			y->rtx |= emp__sent_mask(y) & ~y->sack;
 			y->last_fast_rtx = now ? now : 1;
 		}
 		fw->ctr.fast_retransmits++;
@@ -86,7 +80,7 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 		x->cum = cum;
 	}
 	uint32_t back = x->cum - cum;
-	x->sack |= (back >= 64 ? 0 : sack >> back) & sent_mask(x);
+	x->sack |= (back >= 64 ? 0 : sack >> back) & emp__sent_mask(x);
 	while (x->sack & 1) {
 		x->sack >>= 1;
 		x->rtx >>= 1;
@@ -117,9 +111,9 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 			unsigned top = 63 - (unsigned)__builtin_clzll(x->sack);
 			miss = ((1ull << top) - 1) & ~x->sack;
 		} else {
-			miss = sent_mask(x);
+			miss = emp__sent_mask(x);
 		}
-		miss &= sent_mask(x);
+		miss &= emp__sent_mask(x);
 		if (miss) {
 			x->rtx |= miss;
 			x->last_fast_rtx = now ? now : 1;

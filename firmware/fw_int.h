@@ -129,6 +129,13 @@ static inline void put64(uint8_t *p, uint64_t v) { put32(p, (uint32_t)(v >> 32))
 static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 static inline uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
 static inline uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
+
+/* bit i: frame cum+i of this send has gone out at least once (i < 64) */
+static inline uint64_t emp__sent_mask(const struct rec *x)
+{
+	uint32_t n = x->sent_hi - x->cum;
+	return n >= 64 ? ~0ull : (1ull << n) - 1;
+}
 /* serial-number comparison for 32-bit message ids */
 static inline int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 static inline uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }

@@ -3,9 +3,7 @@
 
 static uint64_t sent_unacked(const struct rec *x)
 {
-	uint32_t n = x->sent_hi - x->cum;
-	uint64_t m = n >= 64 ? ~0ull : (1ull << n) - 1;
-	return m & ~x->sack;
+	return emp__sent_mask(x) & ~x->sack;
 }
 
 void emp__timer_data_sent(struct emp_fw *fw, struct rec *x, uint64_t now)
