@@ -154,7 +154,7 @@ void emp_conf_defaults(struct emp_conf *c)
 	/* flow_control, checksum: off (0) */
 	c->opt.window = 64;
 	c->opt.peer_window = 512;
-	c->opt.descriptors = 16384;
+	c->opt.descriptors = 32768;
 	c->opt.ethertype = 0x88B5;
 	c->opt.qdisc_bypass = 1;
 	c->opt.ack_delay_us = 50;

@@ -36,7 +36,7 @@ struct emp_conf_options {
 	int checksum;                 /* checksum on|off, default off */
 	uint32_t window;              /* window N frames per message (1..64), default 64 */
 	uint32_t peer_window;         /* peer_window N frames per receiver, default 512 */
-	uint32_t descriptors;         /* descriptors N (64..1048576), default 16384 */
+	uint32_t descriptors;         /* descriptors N (64..1048576), default 32768 */
 	uint16_t ethertype;           /* ethertype 0xNNNN, default 0x88B5 */
 	int qdisc_bypass;             /* qdisc_bypass on|off, default on */
 	uint64_t ack_delay_us;        /* ack_delay_us N, default 50 */

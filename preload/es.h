@@ -141,6 +141,27 @@ struct es_sock {
 	int orphan;                      /* closed by the app; a lingering connection frees it */
 	struct es_negst ng;
 };
+
+/* a thread waiting on s (woken through efd by es__signal); s->lock held */
+static inline void es__waiter_add(struct es_sock *s, struct es_waiter *w, int efd)
+{
+	w->efd = efd;
+	w->prev = NULL;
+	w->next = s->waiters;
+	if (s->waiters)
+		s->waiters->prev = w;
+	s->waiters = w;
+}
+
+static inline void es__waiter_del(struct es_sock *s, struct es_waiter *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		s->waiters = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+}
 #define ES_KIND_SOCK 1
 #define ES_KIND_EPSET 2
 

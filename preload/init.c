@@ -16,7 +16,7 @@
 struct es_real es__real;
 __thread int es__tl_in __attribute__((tls_model("initial-exec")));
 struct es_global es__g = { .lock = PTHREAD_MUTEX_INITIALIZER, .neg_ms = 500, .neg_known_ms = 5000,
-			   .nbufs = 16, .bufsz = 131072 };
+			   .nbufs = 32, .bufsz = 131072 };
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int resolved;
 
@@ -104,7 +104,7 @@ int es__conf(void)
 		es__g.debug = env_u("EMP_SOCK_DEBUG", 0, 0, 9);
 		es__g.neg_ms = env_u("EMP_NEG_TIMEOUT_MS", 500, 5, 60000);
 		es__g.neg_known_ms = env_u("EMP_NEG_TIMEOUT_KNOWN_MS", 5000, 5, 600000);
-		es__g.nbufs = env_u("EMP_SOCK_BUFS", 16, 2, 256);
+		es__g.nbufs = env_u("EMP_SOCK_BUFS", 32, 2, 256);
 		es__g.bufsz = env_u("EMP_SOCK_BUFSZ", 131072, 1024, 1u << 20);
 		emp_conf_defaults(&es__g.conf);
 		int r = emp_conf_load(&es__g.conf, NULL, err, sizeof err);

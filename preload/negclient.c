@@ -383,12 +383,9 @@ int es__negc_settle(struct es_sock *s)
 		/* the parent saw a REJECT or could not set up: the loop falls back */
 	}
 	int efd = es__tl_efd();
-	struct es_waiter w = { efd, NULL, NULL };
+	struct es_waiter w;
 	es__sock_lock(s);
-	w.next = s->waiters;
-	if (s->waiters)
-		s->waiters->prev = &w;
-	s->waiters = &w;
+	es__waiter_add(s, &w, efd);
 	es__sock_unlock(s);
 	const char *why = NULL;
 	int emp = 0;
@@ -437,12 +434,7 @@ int es__negc_settle(struct es_sock *s)
 		}
 	}
 	es__sock_lock(s);
-	if (w.prev)
-		w.prev->next = w.next;
-	else
-		s->waiters = w.next;
-	if (w.next)
-		w.next->prev = w.prev;
+	es__waiter_del(s, &w);
 	es__sock_unlock(s);
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);
 }

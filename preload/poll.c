@@ -86,12 +86,7 @@ again:
 			if (ss[i]->state != ES_EMP)
 				t[i].fd = -1;
 			es__sock_lock(ss[i]);
-			w[i].efd = efd;
-			w[i].prev = NULL;
-			w[i].next = ss[i]->waiters;
-			if (ss[i]->waiters)
-				ss[i]->waiters->prev = &w[i];
-			ss[i]->waiters = &w[i];
+			es__waiter_add(ss[i], &w[i], efd);
 			es__sock_unlock(ss[i]);
 		}
 	}
@@ -154,8 +149,7 @@ again:
 	for (i = 0; i < n; i++)
 		if (ss[i]) {
 			es__sock_lock(ss[i]);
-			if (w[i].prev) w[i].prev->next = w[i].next; else ss[i]->waiters = w[i].next;
-			if (w[i].next) w[i].next->prev = w[i].prev;
+			es__waiter_del(ss[i], &w[i]);
 			es__sock_unlock(ss[i]);
 		}
 	if (dl >= 0 && es__now_ns() >= dl)
@@ -166,8 +160,7 @@ out:
 	for (i = 0; i < n; i++)
 		if (ss[i]) {
 			es__sock_lock(ss[i]);
-			if (w[i].prev) w[i].prev->next = w[i].next; else ss[i]->waiters = w[i].next;
-			if (w[i].next) w[i].next->prev = w[i].prev;
+			es__waiter_del(ss[i], &w[i]);
 			es__sock_unlock(ss[i]);
 		}
 	free(t); free(w); free(ss);

@@ -70,11 +70,9 @@ int es__wait(struct es_sock *s, int64_t deadline)
 {
 	struct es_conn *c = s->c;
 	int efd = es__tl_efd();
-	struct es_waiter w = { efd, s->waiters, NULL };
+	struct es_waiter w;
 	unsigned seq0 = atomic_load(&c->seq);
-	if (s->waiters)
-		s->waiters->prev = &w;
-	s->waiters = &w;
+	es__waiter_add(s, &w, efd);
 	pthread_mutex_unlock(&s->lock);
 	int rc = 1;
 	int64_t budget = es__spin_begin();
@@ -110,12 +108,7 @@ int es__wait(struct es_sock *s, int64_t deadline)
 	} else {
 		pthread_mutex_lock(&s->lock);
 	}
-	if (w.prev)
-		w.prev->next = w.next;
-	else
-		s->waiters = w.next;
-	if (w.next)
-		w.next->prev = w.prev;
+	es__waiter_del(s, &w);
 	uint64_t v;
 	R_(read)(efd, &v, 8);
 	es__process(s);

@@ -7,6 +7,7 @@ N=12 B=1048576
 cluster_up
 # 256 descriptors: room for 6 connections of 37 (16 + 4 receives, 16 + 1 sends) per process
 echo "option descriptors 256" >> "$EMP_CONF"
+export EMP_SOCK_BUFS=16
 bg 2 "$T/s.log" env EMP_SOCK_DEBUG=1 "$ER" "$LT" server 7800 "$N" "$B" 60
 wait_port 2 7800
 rx0=$(emp_rx 2)

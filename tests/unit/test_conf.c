@@ -69,7 +69,7 @@ static void t_defaults(void)
 	CHECK_EQ(C.opt.checksum, 0);
 	CHECK_EQ(C.opt.window, 64);
 	CHECK_EQ(C.opt.peer_window, 512);
-	CHECK_EQ(C.opt.descriptors, 16384);
+	CHECK_EQ(C.opt.descriptors, 32768);
 	CHECK_EQ(C.opt.ethertype, 0x88B5);
 	CHECK_EQ(C.opt.qdisc_bypass, 1);
 	CHECK_EQ(C.opt.ack_delay_us, 50);
