@@ -36,8 +36,15 @@ void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now
 	fw->ctr.rx_acks++;
 	if (h->flags & EMP_F_DUP)
 		emp__timer_spurious(fw, pe, now);
-	if (h->flags & EMP_F_NACK)
+	if (h->flags & EMP_F_NACK) {
 		fw->ctr.rx_nacks++;
+		if (!(h->flags & (EMP_F_STUCK | EMP_F_CHAIN | EMP_F_NORECV))) {
+			/* a gap: this path loses frames, so duplicates may be answers
+			 * to lost acks rather than early timers (emp__timer_spurious) */
+			pe->lossy_at = now ? now : 1;
+			pe->rto_floor = 0;
+		}
+	}
 	int32_t r;
 	for (r = pe->act.head; r != NIL; r = fw->rec[r].next)
 		if (fw->rec[r].msg_id == h->msg_id)

@@ -48,6 +48,7 @@ struct peer {
 	uint64_t srtt, rttvar, rto;  /* round-trip estimate (ns), Jacobson/Karels */
 	uint64_t rto_floor;         /* raised by spurious retransmits (0: the configured rto) */
 	uint64_t spurious_at;       /* last spurious-retransmit response */
+	uint64_t lossy_at;          /* last gap the receiver reported (NACK): frames do get lost */
 	uint32_t hello_tries;
 	uint64_t nack_sent_at;      /* rate limit for no-recv notices (per message) */
 	uint32_t nack_msg;

@@ -44,14 +44,21 @@ void emp__timer_rtt_sample(struct emp_fw *fw, struct peer *pe, uint64_t rtt, uin
  * timer fired while the frame was still on its way, typically queued behind
  * a slower link or a descheduled receiver. The round-trip samples missed that
  * delay, so the floor under the RTO doubles (once per round of duplicates, up
- * to a quarter of rto_max); random loss never raises it (a lost frame is not
- * a duplicate), and it decays after a quiet second (emp__timer_rtt_sample). */
+ * to a quarter of rto_max). A lost ack also makes the receiver see a
+ * duplicate, so on a path that lost frames in the last second (a gap was
+ * reported) the floor stays down, and it decays after a quiet second
+ * (emp__timer_rtt_sample). */
 void emp__timer_spurious(struct emp_fw *fw, struct peer *pe, uint64_t now)
 {
 	if (pe->spurious_at && now - pe->spurious_at < pe->rto)
 		return;
 	pe->spurious_at = now ? now : 1;
 	fw->ctr.spurious_rtx++;
+	/* on a path that loses frames a duplicate is as likely the answer to a
+	 * lost ack as to an early timer: a higher floor would only slow the
+	 * recovery of real losses */
+	if (pe->lossy_at && now - pe->lossy_at < EMP_SPURIOUS_QUIET_NS)
+		return;
 	uint64_t f = pe->rto_floor > fw->cfg.rto_ns ? pe->rto_floor : fw->cfg.rto_ns;
 	f = min64(f * 2, fw->cfg.rto_max_ns / 4 > fw->cfg.rto_ns ? fw->cfg.rto_max_ns / 4 : fw->cfg.rto_ns);
 	pe->rto_floor = f;
