@@ -101,6 +101,9 @@ int emp_progress(emp_endpoint_t *ep);
  * blocked in between must bound its sleep by emp_next_deadline_ns. */
 void emp_drive_begin(emp_endpoint_t *ep);
 void emp_drive_end(emp_endpoint_t *ep);
+/* Before blocking outside libemp after emp_drive_end (poll, epoll_wait): makes
+ * sure the progress thread watches the device again at once. */
+void emp_progress_resume(emp_endpoint_t *ep);
 /* fd readable when frames arrive (-1 if the device has none). */
 int emp_wait_fd(emp_endpoint_t *ep);
 /* ns until the engine next needs a call (0: now), or -1 if it has no timer. */

@@ -209,6 +209,17 @@ int emp__progress_start(struct emp_endpoint *ep)
 	return 0;
 }
 
+/* A thread that spun and now blocks outside libemp (the shim's poll and
+ * epoll): the progress thread paused its device watch while it spun and would
+ * otherwise look again only after SPIN_RECHECK, leaving frames unprocessed for
+ * up to a millisecond. */
+void emp_progress_resume(emp_endpoint_t *ep)
+{
+	struct emp_progress *pg = ep ? ep->prog : NULL;
+	if (pg && __atomic_load_n(&pg->io_off, __ATOMIC_SEQ_CST) && !__atomic_load_n(&ep->spinning, __ATOMIC_SEQ_CST))
+		ev_async_send(pg->loop, &pg->kick);
+}
+
 void emp__progress_kick(struct emp_endpoint *ep)
 {
 	if (ep->prog)

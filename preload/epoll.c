@@ -396,6 +396,8 @@ static int ewait(int epfd, struct epoll_event *evs, int max, int timeout, const 
 		int left = n ? 0 : dl < 0 ? -1 : (int)((dl - es__now_ns() + 999999) / 1000000);
 		if (left < -1)
 			left = 0;
+		if (left)
+			emp_progress_resume(es__g.ep);   /* frames while we sleep: the progress thread's */
 		int k = mask ? R_(epoll_pwait)(epfd, evs + n, max - n, left, mask)
 			     : R_(epoll_wait)(epfd, evs + n, max - n, left);
 		if (k < 0)

@@ -104,6 +104,8 @@ again:
 		int64_t left = ready ? 0 : dl < 0 ? -1 : dl - es__now_ns();
 		if (left < -1)
 			left = 0;
+		if (left)
+			emp_progress_resume(es__g.ep);   /* frames while we sleep: the progress thread's */
 		int r = real_wait(t, n + 1, left, mask);
 		if (r < 0) {
 			ret = ready ? ready : -1;
