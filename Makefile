@@ -49,7 +49,7 @@ $(B)/tests/test-unit-asan: $(UNIT_SRC) $(CORE_SRC) $(HDRS)
 # libFuzzer targets (clang): one per parser.
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZERS  := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
-$(B)/fuzz/%: tests/fuzz/%.c $(CORE_SRC) $(HDRS)
+$(B)/fuzz/%: tests/fuzz/%.c $(CORE_SRC) $(HDRS) $(wildcard tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(CPPFLAGS) -O1 -g -pthread -fsanitize=fuzzer,address,undefined $< $(CORE_SRC) -o $@ $(LDLIBS)
 
@@ -107,7 +107,7 @@ $(B)/bin/emp-run: preload/emp-run.c conf/conf.c conf/conf.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) preload/emp-run.c conf/conf.c -o $@
 
-$(B)/tests/sock/%: preload/tests/%.c
+$(B)/tests/sock/%: preload/tests/%.c preload/tests/socklib.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@
 

@@ -18,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SOCKLIB_PROG "faultt"
+#include "socklib.h"
+
 /*
  * usage (every line of output is flushed at once; times are CLOCK_REALTIME ms):
  *   faultt stream-server PORT              accept one; write until an error: "end ERR after N at MS"
@@ -34,62 +37,7 @@
  *                                          exit 0 only if both verified
  */
 
-static long long now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return t.tv_sec * 1000ll + t.tv_nsec / 1000000;
-}
-
-static double mono(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "faultt: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
 static uint8_t pat(uint64_t seed, uint64_t i) { return (uint8_t)((i + seed) * 131 + ((i + seed) >> 9)); }
-
-static int listener(int port)
-{
-	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	if (bind(s, (void *)&a, sizeof a) < 0 || listen(s, 64) < 0)
-		die("listen");
-	return s;
-}
-
-static int dial(const char *host, int port)
-{
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, host, &a.sin_addr);
-	if (connect(s, (void *)&a, sizeof a) < 0)
-		die("connect");
-	return s;
-}
-
-static int write_all(int fd, const void *b, size_t n)
-{
-	size_t o = 0;
-	while (o < n) {
-		ssize_t w = write(fd, (const char *)b + o, n - o);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		o += w;
-	}
-	return 0;
-}
 
 /* write until an error; prints how it ended */
 static void stream_out(int s, const char *who)

@@ -18,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SOCKLIB_PROG "loadt"
+#include "socklib.h"
+
 /*
  * usage:
  *   loadt server PORT NCONN BYTES [SECONDS [--accept-gap MS]]
@@ -38,13 +41,6 @@
 
 #define CHUNK 65536
 static uint8_t blk[65536];
-
-static double mono(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
 
 /* byte off of the stream (seed, dir) */
 static void gen(uint64_t seed, int dir, uint64_t off, uint8_t *out, size_t n)
@@ -76,8 +72,6 @@ static long nwant, nseeded;          /* client: connections, those whose seed we
 static int accept_gap_ms;            /* server: pause after each accept (a busy server) */
 static double t_start;
 static uint64_t client_id;
-
-static double mono(void);
 
 static void set_events(struct conn *c, unsigned ev)
 {

@@ -21,15 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SOCKLIB_PROG "sockapi"
+#include "socklib.h"
+
 static int fails;
 #define CHECK(c, ...) do { if (c) printf("ok   " __VA_ARGS__); else { printf("FAIL " __VA_ARGS__); printf("     (%s:%d errno %s)\n", __FILE__, __LINE__, strerror(errno)); fails++; } printf("\n"); } while (0)
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static void msleep(int ms) { usleep(ms * 1000); }
 
@@ -70,9 +66,9 @@ static int server(int port)
 	/* 2: timeouts */
 	struct timeval tv = { 0, 200000 };
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	double t0 = now();
+	double t0 = mono();
 	ssize_t r = read(s, b, 1);
-	double dt = now() - t0;
+	double dt = mono() - t0;
 	CHECK(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && dt > 0.15 && dt < 1.0,
 	      "SO_RCVTIMEO: EAGAIN after %.0f ms", dt * 1000);
 	CHECK(recv(s, b, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN, "MSG_DONTWAIT: EAGAIN");
@@ -177,9 +173,9 @@ static int client(const char *host, int port)
 	sigaction(SIGALRM, &sa, NULL);
 	struct itimerval it = { { 0, 0 }, { 0, 100000 } };
 	setitimer(ITIMER_REAL, &it, NULL);
-	double t0 = now();
+	double t0 = mono();
 	ssize_t r = read(s, b, 1);
-	CHECK(r < 0 && errno == EINTR && now() - t0 < 1, "blocking read interrupted by a signal: EINTR");
+	CHECK(r < 0 && errno == EINTR && mono() - t0 < 1, "blocking read interrupted by a signal: EINTR");
 	/* 6 */
 	struct iovec v[3] = { { "aaaaaaaaaa", 10 }, { "bbbbbbbbbb", 10 }, { "cccccccccc", 10 } };
 	CHECK(writev(s, v, 3) == 30, "writev 3 iovecs");

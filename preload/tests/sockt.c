@@ -19,55 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static void die(const char *what)
-{
-	fprintf(stderr, "sockt: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static long long now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return t.tv_sec * 1000ll + t.tv_nsec / 1000000;
-}
+#define SOCKLIB_PROG "sockt"
+#include "socklib.h"
 
 static uint8_t pat(uint64_t i) { return (uint8_t)(i * 131 + (i >> 9)); }
-
-static int listener(int port)
-{
-	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	if (bind(s, (void *)&a, sizeof a) < 0 || listen(s, 64) < 0)
-		die("listen");
-	return s;
-}
-
-static int dial(const char *host, int port)
-{
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, host, &a.sin_addr);
-	if (connect(s, (void *)&a, sizeof a) < 0)
-		die("connect");
-	return s;
-}
-
-static int write_all(int fd, const void *b, size_t n)
-{
-	size_t o = 0;
-	while (o < n) {
-		ssize_t w = write(fd, (const char *)b + o, n - o);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		o += w;
-	}
-	return 0;
-}
 
 /* half-close: client sends n bytes then SHUT_WR; server counts to EOF, answers, closes */
 static int halfclose_server(int port)

@@ -1,7 +1,7 @@
 /* fuzz_desc.c: libFuzzer target for the engine's host side: input bytes are host operations on the descriptor
  * table and mailbox of two engines joined by an in-memory wire (posts, cancels, reposts, batches, restarts),
  * interleaved with polls, time, wire faults, crafted and replayed frames; checks ownership and data. */
-#include "fw_int.h"
+#include "fuzz_engine.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -83,7 +83,7 @@ struct eng {
 	struct emp_desc desc[NDESC];
 	struct hdesc h[NDESC];
 	struct emp_mailbox mb;
-	uint32_t ring[64];
+	uint32_t ring[FZ_RING];
 	uint32_t unkicked;
 	struct qframe in[QMAX];       /* inbound: frames from the wire */
 	unsigned nin;
@@ -404,19 +404,9 @@ static void harvest(struct eng *e)
 			h->st = H_DONE;
 			if (h->expect_einval && d->result != -EMP_EINVAL)
 				abort();
-			if (d->result >= 0) {
-				if ((uint64_t)d->result > d->len)
-					abort();
-				if (d->op == EMP_OP_RECV && d->rlen != (uint64_t)d->result)
-					abort();
-				if (d->op == EMP_OP_SEND && (uint64_t)d->result != d->len)
-					abort();
-			} else if (d->result != -EMP_EMSGSIZE && d->result != -EMP_ECANCELED &&
-				   d->result != -EMP_ECONNRESET && d->result != -EMP_ETIMEDOUT &&
-				   d->result != -EMP_EHOSTUNREACH && d->result != -EMP_EINVAL &&
-				   d->result != -EMP_ENOBUFS) {
+			fz_check_result(d);
+			if (d->result >= 0 && d->op == EMP_OP_SEND && (uint64_t)d->result != d->len)
 				abort();
-			}
 			if (d->op == EMP_OP_RECV && d->result >= 0) {
 				if (d->host != EMP_ANY_HOST && d->rhost != d->host)
 					abort();          /* matched a receive for another host */
@@ -508,9 +498,7 @@ static void init_engine(struct eng *e, const struct emp_fw_config *base, uint32_
 		e->h[i].kicked = 1;
 	}
 	memset(e->desc, 0, sizeof e->desc);
-	memset(&e->mb, 0, sizeof e->mb);
-	e->mb.ring = e->ring;
-	e->mb.mask = 63;
+	fz_mailbox(&e->mb, e->ring);
 	e->unkicked = 0;
 	e->full = 0;
 	for (unsigned i = 0; i < e->nin; i++)
@@ -519,9 +507,7 @@ static void init_engine(struct eng *e, const struct emp_fw_config *base, uint32_
 	e->cfg = *base;
 	e->cfg.incarnation = e->inc = inc;
 	memcpy(e->cfg.mac, macs[e->idx], 6);
-	struct emp_fw_env env = { .ops = &null_ops, .dev = e, .desc = e->desc, .mb = &e->mb };
-	if (emp__fw_init(e->fw, fwsize, &e->cfg, &env) != 0)
-		abort();
+	fz_fw_init(e->fw, fwsize, &e->cfg, &null_ops, e, e->desc, &e->mb);
 }
 
 static uint16_t session_toward(struct eng *e, uint16_t host)
@@ -530,9 +516,6 @@ static uint16_t session_toward(struct eng *e, uint16_t host)
 	return p == NIL ? 0 : e->fw->peer[p].tx_session;
 }
 
-static void put16b(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
-static void put32b(uint8_t *p, uint32_t v) { put16b(p, (uint16_t)(v >> 16)); put16b(p + 2, (uint16_t)v); }
-
 static void craft(struct eng *e, uint8_t flags)
 {
 	uint8_t ctrl = rd();
@@ -540,10 +523,7 @@ static void craft(struct eng *e, uint8_t flags)
 	len |= rd();
 	if (len > in_n)
 		len = (uint32_t)in_n;
-	uint8_t *f = malloc(len ? len : 1);   /* exactly len bytes: over-reads are caught */
-	if (!f)
-		abort();
-	memcpy(f, in_p, len);
+	uint8_t *f = fz_frame_copy(in_p, len);
 	in_p += len;
 	in_n -= len;
 	int from = flags & 1 ? !e->idx : 2;
@@ -552,38 +532,32 @@ static void craft(struct eng *e, uint8_t flags)
 		e->tainted = 1;
 	uint8_t *c = f + EMP_ETH_HLEN;
 	if ((ctrl & 1) && len >= EMP_ETH_HLEN + 6) {
-		memcpy(f, macs[e->idx], 6);
-		memcpy(f + 6, macs[from], 6);
-		put16b(f + 12, EMP_ETHERTYPE_DEFAULT);
-		c[4] = EMP_PROTO_VERSION;
+		fz_fix_eth(f, macs[e->idx], macs[from]);
 		if (c[5] < 1 || c[5] > 5)
 			c[5] = (uint8_t)(1 + c[5] % 5);
 	}
 	if ((ctrl & 2) && len >= EMP_ETH_HLEN + EMP_HDR_LEN) {
 		uint8_t type = c[5];
-		put16b(c + 8, 1);
-		put16b(c + 10, 1);
-		put32b(c + 12, e->inc);
-		put32b(c + 16, src_inc);
-		put16b(c + 20, type == EMP_T_ACK || type == EMP_T_HELLO_ACK ? session_toward(e, (uint16_t)from)
-			       : from == 2 ? C_SESSION : session_toward(&E[from], (uint16_t)e->idx));
+		fz_fix_hdr(c, e->inc, src_inc,
+			   type == EMP_T_ACK || type == EMP_T_HELLO_ACK ? session_toward(e, (uint16_t)from)
+			   : from == 2 ? C_SESSION : session_toward(&E[from], (uint16_t)e->idx));
 	}
 	if ((ctrl & 4) && len >= EMP_ETH_HLEN + EMP_HDR_LEN + EMP_DATA_HDR_LEN && c[5] == EMP_T_DATA) {
 		uint32_t frag = e->cfg.mtu - EMP_DATA_OVERHEAD;   /* a plausible DATA header */
 		uint8_t *b = c + EMP_HDR_LEN;
 		uint32_t avail = len - EMP_ETH_HLEN - EMP_HDR_LEN - EMP_DATA_HDR_LEN;
-		put16b(b + 12, (uint16_t)frag);
+		put16(b + 12, (uint16_t)frag);
 		uint32_t msg_len = (uint32_t)b[6] << 8 | b[7];
 		uint32_t nfr = msg_len ? (msg_len + frag - 1) / frag : 1;
 		uint32_t fr = b[3] % nfr;
-		put32b(b, fr);
-		put32b(b + 4, msg_len);
+		put32(b, fr);
+		put32(b + 4, msg_len);
 		uint32_t want = msg_len ? (msg_len - fr * frag < frag ? msg_len - fr * frag : frag) : 0;
-		put16b(b + 14, (uint16_t)(want < avail ? want : avail));
+		put16(b + 14, (uint16_t)(want < avail ? want : avail));
 	}
 	if ((ctrl & 8) && len >= EMP_ETH_HLEN + EMP_HDR_LEN) {
 		c[7] |= EMP_F_CSUM;
-		put32b(c, emp__crc32c(0, c + 4, len - EMP_ETH_HLEN - 4));
+		fz_fix_csum(c, len);
 	}
 	emp__fw_frame(e->fw, f, len, now);
 	free(f);
@@ -616,19 +590,10 @@ static size_t setup_once(void)
 	static int done;
 	if (done)
 		return fwsize;
-	struct emp_fw_config c;
-	emp__fw_config_defaults(&c);
-	c.ndesc = NDESC;
-	c.max_peers = 8;
-	c.nhosts = NHOSTS;
-	c.host_mac = macs;
-	c.mtu = 9000;
-	fwsize = emp__fw_memsize(&c);
+	fwsize = fz_fw_size(NDESC, NHOSTS, macs);
 	for (int k = 0; k < 2; k++) {
 		E[k].idx = k;
-		E[k].fw = aligned_alloc(64, (fwsize + 63) & ~(size_t)63);
-		if (!E[k].fw)
-			abort();
+		E[k].fw = fz_fw_alloc(fwsize);
 	}
 	done = 1;
 	return fwsize;
@@ -643,12 +608,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	in_n = size - 1;
 	uint8_t pre = data[0];
 	struct emp_fw_config cfg;
-	emp__fw_config_defaults(&cfg);
-	cfg.ndesc = NDESC;
-	cfg.max_peers = 8;
-	cfg.nhosts = NHOSTS;
-	cfg.host_mac = macs;
-	cfg.endpoint = 1;
+	fz_config(&cfg, NDESC, NHOSTS, macs);
 	cfg.checksum = pre & 1;
 	cfg.flow_control = !!(pre & 2);
 	cfg.ack_every = pre & 4 ? 1 : 3;

@@ -1,6 +1,6 @@
 /* fuzz_frame.c: libFuzzer target for the engine's frame parser and protocol state: arbitrary frames fed
  * to emp__fw_frame() of an engine over a null driver, after a prelude that sets up sessions and transfers. */
-#include "fw_int.h"
+#include "fuzz_engine.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -62,7 +62,7 @@ static struct emp_fw *fw;
 static size_t fwsize;
 static struct emp_desc desc[NDESC];
 static struct emp_mailbox mb;
-static uint32_t ring[64];
+static uint32_t ring[FZ_RING];
 static uint8_t *rbuf[8];                 /* exact-size heap buffers: ASan sees any overrun */
 static const size_t rlen[8] = { 0, 1, 100, 1456, 5000, 70000, 3000, 20 };
 static uint8_t *sbuf;
@@ -73,15 +73,8 @@ static void setup_once(void)
 {
 	if (fw)
 		return;
-	struct emp_fw_config c;
-	emp__fw_config_defaults(&c);
-	c.ndesc = NDESC;
-	c.max_peers = 8;
-	c.nhosts = NHOSTS;
-	c.host_mac = macs;
-	c.mtu = 9000;
-	fwsize = emp__fw_memsize(&c);
-	fw = aligned_alloc(64, (fwsize + 63) & ~(size_t)63);
+	fwsize = fz_fw_size(NDESC, NHOSTS, macs);
+	fw = fz_fw_alloc(fwsize);
 	for (int i = 0; i < 8; i++)
 		rbuf[i] = malloc(rlen[i] ? rlen[i] : 1);
 	sbuf = malloc(200000);
@@ -118,9 +111,6 @@ static void post(uint32_t i, uint8_t op, uint16_t host, uint32_t tag, int nsg, c
 	mb_post(i);
 }
 
-static void put16b(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
-static void put32b(uint8_t *p, uint32_t v) { put16b(p, (uint16_t)(v >> 16)); put16b(p + 2, (uint16_t)v); }
-
 static uint16_t our_session(void)
 {
 	int32_t p = emp__peer_get(fw, 1, 1, 0);
@@ -132,19 +122,12 @@ static void feed_hello(uint8_t type, uint16_t session, uint32_t dst_inc)
 {
 	uint8_t f[EMP_ETH_HLEN + EMP_HDR_LEN + EMP_HELLO_HDR_LEN];
 	memset(f, 0, sizeof(f));
-	memcpy(f, macs[0], 6);
-	memcpy(f + 6, macs[1], 6);
-	put16b(f + 12, EMP_ETHERTYPE_DEFAULT);
+	fz_fix_eth(f, macs[0], macs[1]);
 	uint8_t *c = f + EMP_ETH_HLEN;
-	c[4] = EMP_PROTO_VERSION;
 	c[5] = type;
-	put16b(c + 8, 1);
-	put16b(c + 10, 1);
-	put32b(c + 12, dst_inc);
-	put32b(c + 16, REMOTE_INC);
-	put16b(c + 20, session);
-	put16b(c + 22, 4);
-	put32b(c + EMP_HDR_LEN, 1500);
+	fz_fix_hdr(c, dst_inc, REMOTE_INC, session);
+	put16(c + 22, 4);
+	put32(c + EMP_HDR_LEN, 1500);
 	emp__fw_frame(fw, f, sizeof(f), now);
 }
 
@@ -161,17 +144,7 @@ static void check_invariants(void)
 			live++;
 		if (d->stat != EMP_DS_DONE)
 			continue;
-		/* a result is a length that fits, or one of the engine's errors */
-		if (d->result >= 0) {
-			if ((uint64_t)d->result > d->len)
-				abort();
-			if (d->op == EMP_OP_RECV && d->rlen != (uint64_t)d->result)
-				abort();
-		} else if (d->result != -EMP_EMSGSIZE && d->result != -EMP_ECANCELED &&
-			   d->result != -EMP_ECONNRESET && d->result != -EMP_ETIMEDOUT &&
-			   d->result != -EMP_EHOSTUNREACH && d->result != -EMP_EINVAL && d->result != -EMP_ENOBUFS) {
-			abort();
-		}
+		fz_check_result(d);
 	}
 	if (live != recs)
 		abort();                  /* every posted descriptor has a record, and only those */
@@ -189,12 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t pre = data[0];
 	data++;
 	size--;
-	emp__fw_config_defaults(&cfg);
-	cfg.ndesc = NDESC;
-	cfg.max_peers = 8;
-	cfg.nhosts = NHOSTS;
-	cfg.host_mac = macs;
-	cfg.endpoint = 1;
+	fz_config(&cfg, NDESC, NHOSTS, macs);
 	cfg.incarnation = OWN_INC;
 	cfg.mtu = pre & 0x80 ? 9000 : 1500;
 	memcpy(cfg.mac, macs[0], 6);
@@ -203,13 +171,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.ack_every = pre & 0x20 ? 1 : 3;
 	cfg.window = pre & 0x40 ? 8 : 64;
 	memset(desc, 0, sizeof(desc));
-	memset(&mb, 0, sizeof(mb));
-	mb.ring = ring;
-	mb.mask = 63;
+	fz_mailbox(&mb, ring);
 	now = 1000000;
-	struct emp_fw_env env = { .ops = &null_ops, .dev = NULL, .desc = desc, .mb = &mb };
-	if (emp__fw_init(fw, fwsize, &cfg, &env) != 0)
-		abort();
+	fz_fw_init(fw, fwsize, &cfg, &null_ops, NULL, desc, &mb);
 
 	if (pre & 0x01)
 		feed_hello(EMP_T_HELLO, REMOTE_SESSION, 0);
@@ -260,30 +224,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (len > size)
 			len = (uint32_t)size;
-		uint8_t *f = malloc(len ? len : 1);    /* exactly len bytes: over-reads are caught */
-		if (!f)
-			abort();
-		memcpy(f, data, len);
+		uint8_t *f = fz_frame_copy(data, len);
 		data += len;
 		size -= len;
 		uint8_t *c = f + EMP_ETH_HLEN;
 		int host = ctrl & 0x40 ? 2 : 1;
-		if ((ctrl & 0x01) && len >= EMP_ETH_HLEN + 5) {
-			memcpy(f, macs[0], 6);
-			memcpy(f + 6, macs[host], 6);
-			put16b(f + 12, EMP_ETHERTYPE_DEFAULT);
-			c[4] = EMP_PROTO_VERSION;
-		}
+		if ((ctrl & 0x01) && len >= EMP_ETH_HLEN + 5)
+			fz_fix_eth(f, macs[0], macs[host]);
 		if ((ctrl & 0x02) && len >= EMP_ETH_HLEN + EMP_HDR_LEN) {
 			uint8_t type = c[5];
-			put16b(c + 8, 1);
-			put16b(c + 10, 1);
-			put32b(c + 12, OWN_INC);
-			put32b(c + 16, REMOTE_INC);
-			put16b(c + 20, type == EMP_T_ACK || type == EMP_T_HELLO_ACK ? our_session() : REMOTE_SESSION);
+			fz_fix_hdr(c, OWN_INC, REMOTE_INC,
+				   type == EMP_T_ACK || type == EMP_T_HELLO_ACK ? our_session() : REMOTE_SESSION);
 		}
 		if ((ctrl & 0x04) && len >= EMP_ETH_HLEN + EMP_HDR_LEN && (c[7] & EMP_F_CSUM))
-			put32b(c, emp__crc32c(0, c + 4, len - EMP_ETH_HLEN - 4));
+			fz_fix_csum(c, len);
 		emp__fw_frame(fw, f, len, now);
 		free(f);
 		if (ctrl & 0x08) {

@@ -27,60 +27,53 @@ noticed() {
 	TIMES+=("$what $(( t - at )) ms")
 }
 
+# client_case N VICTIM... MODE ERRORS WHAT: the survivor is a client (h1) with two connections to h2: A (MODE:
+# write or read) to the victim server VICTIM (a command and its first argument) on port 7599+2N, killed after
+# 1 s, and B echoing to a one-shot echo server on port 7600+2N; A must end with ERRORS soon, B keep echoing
+client_case() {
+	local n=$1 vprog=$2 vcmd=$3 mode=$4 errors=$5 what=$6 pa=$((7599 + 2 * $1)) pb=$((7600 + 2 * $1))
+	local victim surv at
+	PIDS=()
+	bg 2 "$T/k$n.log" "$ER" --strict "$vprog" "$vcmd" $pa; victim=${PIDS[-1]}
+	bg 2 "$T/e$n.log" "$ER" --strict "$SOCKT" echo-server $pb 0 1
+	wait_port 2 $pa; wait_port 2 $pb
+	bg 1 "$T/s$n.log" "$ER" --strict "$FT" two 10.77.0.2 $pa "$mode" $pb; surv=${PIDS[-1]}
+	wait_for "$T/s$n.log" "^connected"
+	sleep 1
+	at=$(kill9 "$victim")
+	noticed "$T/s$n.log" "A " "$at" "$errors" "$what"
+	wait "$surv" || { cat "$T/s$n.log"; fail "the other connection failed after the peer was killed"; }
+	expect "other connection kept echoing ($(grep '^B ok' "$T/s$n.log"))" grep -q "^B ok" "$T/s$n.log"
+}
+# server_case N MODE VICTIM... ERRORS WHAT: the survivor is a server (h2, port 7602+N) with two accepted
+# connections: A (MODE: read or write) from the victim client VICTIM (a command and its first argument) on
+# h1, killed after 1 s, and B from an echo-for client; A must end with ERRORS soon, B keep echoing
+server_case() {
+	local n=$1 mode=$2 vprog=$3 vcmd=$4 errors=$5 what=$6 port=$((7602 + $1))
+	local victim surv echoer at
+	PIDS=()
+	bg 2 "$T/s$n.log" "$ER" --strict "$FT" two-server $port "$mode"; surv=${PIDS[-1]}
+	wait_port 2 $port
+	bg 1 "$T/k$n.log" "$ER" --strict "$vprog" "$vcmd" 10.77.0.2 $port; victim=${PIDS[-1]}
+	wait_for "$T/s$n.log" "^accepted A"
+	bg 1 "$T/e$n.log" "$ER" --strict "$FT" echo-for 10.77.0.2 $port 3; echoer=${PIDS[-1]}
+	wait_for "$T/s$n.log" "^accepted B"
+	sleep 1
+	at=$(kill9 "$victim")
+	noticed "$T/s$n.log" "A " "$at" "$errors" "$what"
+	wait "$echoer" || { cat "$T/e$n.log"; fail "the server's other connection failed"; }
+	wait "$surv" || fail "server exited with an error"
+	expect "server's other connection kept echoing ($(cat "$T/e$n.log"))" grep -q "^echo ok" "$T/e$n.log"
+}
+
 # 1. survivor = client with two connections; its reader peer (server, h2) is killed
-bg 2 "$T/k1.log" "$ER" --strict "$SOCKT" sink-server 7601; victim=${PIDS[-1]}
-bg 2 "$T/e1.log" "$ER" --strict "$SOCKT" echo-server 7602 0 1
-wait_port 2 7601; wait_port 2 7602
-bg 1 "$T/s1.log" "$ER" --strict "$FT" two 10.77.0.2 7601 write 7602; surv=${PIDS[-1]}
-wait_for "$T/s1.log" "^connected"
-sleep 1
-at=$(kill9 "$victim")
-noticed "$T/s1.log" "A " "$at" "Broken pipe|Connection reset by peer" "writer, its reader killed"
-wait "$surv" || { cat "$T/s1.log"; fail "the other connection failed after the peer was killed"; }
-expect "other connection kept echoing ($(grep '^B ok' "$T/s1.log"))" grep -q "^B ok" "$T/s1.log"
-
+client_case 1 "$SOCKT" sink-server write "Broken pipe|Connection reset by peer" "writer, its reader killed"
 # 2. survivor = client; its writer peer (server, h2) is killed
-PIDS=()
-bg 2 "$T/k2.log" "$ER" --strict "$FT" stream-server 7603; victim=${PIDS[-1]}
-bg 2 "$T/e2.log" "$ER" --strict "$SOCKT" echo-server 7604 0 1
-wait_port 2 7603; wait_port 2 7604
-bg 1 "$T/s2.log" "$ER" --strict "$FT" two 10.77.0.2 7603 read 7604; surv=${PIDS[-1]}
-wait_for "$T/s2.log" "^connected"
-sleep 1
-at=$(kill9 "$victim")
-noticed "$T/s2.log" "A " "$at" "EOF|Connection reset by peer" "reader, its writer killed"
-wait "$surv" || { cat "$T/s2.log"; fail "the other connection failed after the peer was killed"; }
-expect "other connection kept echoing ($(grep '^B ok' "$T/s2.log"))" grep -q "^B ok" "$T/s2.log"
-
+client_case 2 "$FT" stream-server read "EOF|Connection reset by peer" "reader, its writer killed"
 # 3. survivor = server with two accepted connections; the writing client (h1) is killed
-PIDS=()
-bg 2 "$T/s3.log" "$ER" --strict "$FT" two-server 7605 read; surv=${PIDS[-1]}
-wait_port 2 7605
-bg 1 "$T/k3.log" "$ER" --strict "$SOCKT" stream-client 10.77.0.2 7605; victim=${PIDS[-1]}
-wait_for "$T/s3.log" "^accepted A"
-bg 1 "$T/e3.log" "$ER" --strict "$FT" echo-for 10.77.0.2 7605 3; echoer=${PIDS[-1]}
-wait_for "$T/s3.log" "^accepted B"
-sleep 1
-at=$(kill9 "$victim")
-noticed "$T/s3.log" "A " "$at" "EOF|Connection reset by peer" "server reader, its writer killed"
-wait "$echoer" || { cat "$T/e3.log"; fail "the server's other connection failed"; }
-wait "$surv" || fail "server exited with an error"
-expect "server's other connection kept echoing ($(cat "$T/e3.log"))" grep -q "^echo ok" "$T/e3.log"
-
+server_case 3 read "$SOCKT" stream-client "EOF|Connection reset by peer" "server reader, its writer killed"
 # 4. survivor = server; the reading client (h1) is killed
-PIDS=()
-bg 2 "$T/s4.log" "$ER" --strict "$FT" two-server 7606 write; surv=${PIDS[-1]}
-wait_port 2 7606
-bg 1 "$T/k4.log" "$ER" --strict "$FT" sink-client 10.77.0.2 7606; victim=${PIDS[-1]}
-wait_for "$T/s4.log" "^accepted A"
-bg 1 "$T/e4.log" "$ER" --strict "$FT" echo-for 10.77.0.2 7606 3; echoer=${PIDS[-1]}
-wait_for "$T/s4.log" "^accepted B"
-sleep 1
-at=$(kill9 "$victim")
-noticed "$T/s4.log" "A " "$at" "Broken pipe|Connection reset by peer" "server writer, its reader killed"
-wait "$echoer" || { cat "$T/e4.log"; fail "the server's other connection failed"; }
-wait "$surv" || fail "server exited with an error"
-expect "server's other connection kept echoing ($(cat "$T/e4.log"))" grep -q "^echo ok" "$T/e4.log"
+server_case 4 write "$FT" sink-client "Broken pipe|Connection reset by peer" "server writer, its reader killed"
 
 # every connection was on EMP: the killed ones and the echoes
 for h in 1 2; do at_least "EMP frames into h$h" "$(emp_rx $h)" 1000; done

@@ -180,6 +180,31 @@ int h_check(const void *buf, size_t len, uint32_t seed)
 	return 1;
 }
 
+void h_xfer(struct harness *h, int a, int b, size_t len, uint32_t tag, uint32_t seed, uint64_t max_ns)
+{
+	uint8_t *src = malloc(len + 1), *dst = malloc(len + 1);
+	CHECK(src && dst);
+	h_fill(src, len, seed);
+	memset(dst, 0xa5, len + 1);
+	struct iovec si = { src, len }, di = { dst, len };
+	emp_req_t *rr, *sr;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(h->ep[b], h_addr(a), tag, &di, 1, &rr), 0);
+	CHECK_EQ(emp_post_send(h->ep[a], h_addr(b), tag, &si, 1, &sr), 0);
+	CHECK(h_wait(h, b, rr, &st, max_ns));
+	CHECK_EQ(st.result, (long long)len);
+	CHECK_EQ(st.msg_len, (long long)len);
+	CHECK_EQ(st.source.host, a);
+	CHECK_EQ(st.source.ep, 1);
+	CHECK_EQ(st.tag, tag);
+	CHECK(h_wait(h, a, sr, &st, max_ns));
+	CHECK_EQ(st.result, (long long)len);
+	CHECK_MSG(h_check(dst, len, seed), "len %zu: bytes differ", len);
+	CHECK_EQ(dst[len], 0xa5);
+	free(src);
+	free(dst);
+}
+
 /* ---- raw frames ---- */
 
 void *h_raw_open(struct harness *h, const uint8_t mac[6])

@@ -39,6 +39,10 @@ int h_run_only(struct harness *h, int i, int (*done)(void *arg), void *arg, uint
 struct emp_counters h_ctr(struct harness *h, int i);
 void h_fill(void *buf, size_t len, uint32_t seed);
 int h_check(const void *buf, size_t len, uint32_t seed);
+/* One message of len bytes (h_fill seed) from endpoint a to b with tag, the receive posted first; both
+ * must complete within max_ns (virtual) each. Checks the status (result and msg_len are len, source a:1,
+ * the tag), every byte, and that the byte past the receive buffer is untouched. */
+void h_xfer(struct harness *h, int a, int b, size_t len, uint32_t tag, uint32_t seed, uint64_t max_ns);
 
 /* ---- raw frames: build, inject and capture EMP frames on the wire ---- */
 

@@ -22,33 +22,6 @@ static uint32_t nframes(uint64_t len, uint32_t frag)
 	return len ? (uint32_t)((len + frag - 1) / frag) : 1;
 }
 
-/* One message of len bytes from a to b, receive posted first; checks both
- * completions, the status and every byte (and the byte past the buffer). */
-static void xfer(struct harness *h, int a, int b, size_t len, uint32_t tag, uint32_t seed)
-{
-	uint8_t *src = malloc(len + 1), *dst = malloc(len + 1);
-	CHECK(src && dst);
-	h_fill(src, len, seed);
-	memset(dst, 0xa5, len + 1);
-	struct iovec si = { src, len }, di = { dst, len };
-	emp_req_t *rr, *sr;
-	struct emp_status st;
-	CHECK_EQ(emp_post_recv(h->ep[b], h_addr(a), tag, &di, 1, &rr), 0);
-	CHECK_EQ(emp_post_send(h->ep[a], h_addr(b), tag, &si, 1, &sr), 0);
-	CHECK(h_wait(h, b, rr, &st, 60 * SEC));
-	CHECK_EQ(st.result, (long long)len);
-	CHECK_EQ(st.msg_len, (long long)len);
-	CHECK_EQ(st.source.host, a);
-	CHECK_EQ(st.source.ep, 1);
-	CHECK_EQ(st.tag, tag);
-	CHECK(h_wait(h, a, sr, &st, 60 * SEC));
-	CHECK_EQ(st.result, (long long)len);
-	CHECK_MSG(h_check(dst, len, seed), "len %zu: bytes differ", len);
-	CHECK_EQ(dst[len], 0xa5);
-	free(src);
-	free(dst);
-}
-
 /* Every boundary size on a clean wire of the given MTU, both directions:
  * exact frame counts, no loss machinery triggered, acks in collections. */
 static void sizes_on(unsigned mtu)
@@ -67,7 +40,7 @@ static void sizes_on(unsigned mtu)
 	}
 	for (int dir = 0; dir < 2; dir++)
 		for (int i = 0; i < ns; i++)
-			xfer(&h, dir, !dir, sizes[i], 7 + (uint32_t)i, (uint32_t)(i + 1 + dir * 100));
+			h_xfer(&h, dir, !dir, sizes[i], 7 + (uint32_t)i, (uint32_t)(i + 1 + dir * 100), 60 * SEC);
 	for (int i = 0; i < 2; i++) {
 		struct emp_counters c = h_ctr(&h, i);
 		CHECK_EQ(c.msgs_received, ns);
@@ -110,9 +83,9 @@ static void t_mixed_mtu(void)
 	h_restart(&h, 1);
 	CHECK_EQ(emp_mtu(h.ep[0]), 9000);
 	CHECK_EQ(emp_mtu(h.ep[1]), 1500);
-	xfer(&h, 0, 1, 100000, 1, 11);
-	xfer(&h, 1, 0, 100000, 1, 12);
-	xfer(&h, 0, 1, 8956, 1, 13);
+	h_xfer(&h, 0, 1, 100000, 1, 11, 60 * SEC);
+	h_xfer(&h, 1, 0, 100000, 1, 12, 60 * SEC);
+	h_xfer(&h, 0, 1, 8956, 1, 13, 60 * SEC);
 	uint32_t fr = nframes(100000, 1452);
 	CHECK_EQ(h_ctr(&h, 0).tx_data, fr + nframes(8956, 1452));
 	CHECK_EQ(h_ctr(&h, 1).tx_data, fr);
@@ -351,8 +324,8 @@ static void t_piggyback(void)
 {
 	struct harness h;
 	h_init(&h, 2, NULL, NULL);
-	xfer(&h, 0, 1, 100, 1, 1);                  /* sessions up both ways */
-	xfer(&h, 1, 0, 100, 1, 2);
+	h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);                  /* sessions up both ways */
+	h_xfer(&h, 1, 0, 100, 1, 2, 60 * SEC);
 	for (int waiting = 1; waiting >= 0; waiting--) {
 		h.ep[1]->spinning = waiting;           /* as if a thread waited in emp_wait */
 		uint8_t ping[4] = { 1, 2, 3, 4 }, pong[4] = { 5, 6, 7, 8 }, r0[4], r1[4];
@@ -578,7 +551,7 @@ static void t_msgsize(void)
 	CHECK_EQ(st.msg_len, 1);
 	CHECK(h_wait(&h, 0, s, &st, 10 * SEC));
 	CHECK_EQ(st.result, 1);
-	xfer(&h, 0, 1, LEN, 6, 10);
+	h_xfer(&h, 0, 1, LEN, 6, 10, 60 * SEC);
 	struct emp_counters c = h_ctr(&h, 1);
 	CHECK_EQ(c.recv_errors, 2);
 	CHECK_EQ(c.msgs_received, 1);
@@ -670,7 +643,7 @@ static void fc_run(int fc, struct emp_counters *snd, struct emp_counters *rcv)
 		struct iovec v = { rb[i], LEN };
 		CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 6, &v, 1, &r[i]), 0);
 	}
-	xfer(&h, 1, 0, 10, 1, 2);
+	h_xfer(&h, 1, 0, 10, 1, 2, 60 * SEC);
 	uint64_t stalls = h_ctr(&h, 0).fc_stalls;
 	for (int i = 0; i < N; i++) {
 		struct iovec v = { sb[i], LEN };
@@ -768,8 +741,8 @@ static void t_post_starts_now(void)
 	struct emp_sim_faults f = { .seed = 5, .delay_ns = 10000 };
 	struct harness h;
 	h_init(&h, 3, &f, NULL);
-	xfer(&h, 0, 1, 100, 1, 1);
-	xfer(&h, 0, 2, 100, 1, 2);
+	h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);
+	h_xfer(&h, 0, 2, 100, 1, 2, 60 * SEC);
 	h_run(&h, NULL, NULL, 10 * MS);
 	struct rx r1, r2;
 	post_rx(&h, 1, &r1, 0, 2);
@@ -808,10 +781,10 @@ static void t_rtt_adapts(void)
 	struct emp_sim_faults f = { .seed = 13, .delay_ns = 3 * MS };     /* round trip 6 ms, rto 1 ms */
 	struct harness h;
 	h_init(&h, 2, &f, NULL);
-	xfer(&h, 0, 1, 5000, 1, 1);
+	h_xfer(&h, 0, 1, 5000, 1, 1, 60 * SEC);
 	struct emp_counters c0 = h_ctr(&h, 0);
 	for (int i = 0; i < 30; i++)
-		xfer(&h, 0, 1, (size_t)(1 + i * 3000), 1, 2 + (uint32_t)i);
+		h_xfer(&h, 0, 1, (size_t)(1 + i * 3000), 1, 2 + (uint32_t)i, 60 * SEC);
 	struct emp_counters c = h_ctr(&h, 0);
 	CHECK_MSG(c.timeouts - c0.timeouts <= 2, "%llu spurious timeouts on a lossless wire",
 		  (unsigned long long)(c.timeouts - c0.timeouts));

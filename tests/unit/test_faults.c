@@ -234,26 +234,6 @@ static void t_sizes_lossy_jumbo(void) { sizes_lossy(9000, 22); }
 
 /* ---- vanished and restarted peers ---- */
 
-static void xfer(struct harness *h, int a, int b, size_t len, uint32_t tag, uint32_t seed)
-{
-	uint8_t *src = malloc(len + 1), *dst = malloc(len + 1);
-	h_fill(src, len, seed);
-	memset(dst, 0, len + 1);
-	struct iovec si = { src, len }, di = { dst, len };
-	emp_req_t *rr, *sr;
-	struct emp_status st;
-	CHECK_EQ(emp_post_recv(h->ep[b], h_addr(a), tag, &di, 1, &rr), 0);
-	CHECK_EQ(emp_post_send(h->ep[a], h_addr(b), tag, &si, 1, &sr), 0);
-	CHECK(h_wait(h, b, rr, &st, 10 * SEC));
-	CHECK_EQ(st.result, (long long)len);
-	CHECK_EQ(st.source.host, a);
-	CHECK(h_wait(h, a, sr, &st, 10 * SEC));
-	CHECK_EQ(st.result, (long long)len);
-	CHECK(h_check(dst, len, seed));
-	free(src);
-	free(dst);
-}
-
 /* Time from the first transmission to return-to-sender: every timeout but
  * the last doubles the wait, capped at rto_max; retries+1 timeouts in all. */
 static uint64_t rts_bound(const struct emp_fw_config *c)
@@ -276,7 +256,7 @@ static void vanish(int session_up, int64_t err)
 	struct harness h;
 	h_init(&h, 3, NULL, &fwc);
 	if (session_up)
-		xfer(&h, 0, 1, 5000, 1, 1);
+		h_xfer(&h, 0, 1, 5000, 1, 1, 10 * SEC);
 	h_close(&h, 1);
 	static uint8_t b[100000];
 	const size_t lens[] = { 10, sizeof(b), 0 };
@@ -288,7 +268,7 @@ static void vanish(int session_up, int64_t err)
 		CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 2, &v, 1, &s[i]), 0);
 	}
 	/* meanwhile h0 <-> h2 is unaffected */
-	xfer(&h, 0, 2, 3000, 1, 2);
+	h_xfer(&h, 0, 2, 3000, 1, 2, 10 * SEC);
 	for (int i = 0; i < 3; i++) {
 		struct emp_status st;
 		CHECK(h_wait(&h, 0, s[i], &st, 2 * bound));
@@ -315,7 +295,7 @@ static void vanish(int session_up, int64_t err)
 	uint32_t recs;
 	emp_get_usage(h.ep[0], NULL, NULL, &recs);
 	CHECK_EQ(recs, 0);
-	xfer(&h, 2, 0, 3000, 1, 3);
+	h_xfer(&h, 2, 0, 3000, 1, 3, 10 * SEC);
 	h_free(&h);
 }
 
@@ -353,8 +333,8 @@ static void t_restart_receiver(void)
 	h_init(&h, 2, &f, NULL);
 	static const uint8_t xmac[6] = { 0x02, 0, 0, 0, 0, 0x77 };
 	void *raw = h_raw_open(&h, xmac);
-	xfer(&h, 0, 1, 3000, 1, 1);
-	xfer(&h, 1, 0, 3000, 1, 2);
+	h_xfer(&h, 0, 1, 3000, 1, 1, 10 * SEC);
+	h_xfer(&h, 1, 0, 3000, 1, 2, 10 * SEC);
 	enum { LEN = 1 << 20 };
 	uint8_t *sb = malloc(LEN), *rb = malloc(LEN);
 	h_fill(sb, LEN, 5);
@@ -383,10 +363,10 @@ static void t_restart_receiver(void)
 	h_run(&h, NULL, NULL, 1 * MS);
 	CHECK_EQ(h_ctr(&h, 1).drops[EMP_DROP_STALE], c1.drops[EMP_DROP_STALE] + 1);
 	/* new messages in both directions, the restarted side first */
-	xfer(&h, 1, 0, 200000, 3, 6);
-	xfer(&h, 0, 1, 200000, 3, 7);
-	xfer(&h, 0, 1, 0, 4, 8);
-	xfer(&h, 1, 0, 1, 4, 9);
+	h_xfer(&h, 1, 0, 200000, 3, 6, 10 * SEC);
+	h_xfer(&h, 0, 1, 200000, 3, 7, 10 * SEC);
+	h_xfer(&h, 0, 1, 0, 4, 8, 10 * SEC);
+	h_xfer(&h, 1, 0, 1, 4, 9, 10 * SEC);
 	/* a frame from h1's previous life reaching h0 now is refused too */
 	struct emp_counters before = h_ctr(&h, 0);
 	inject_data(&h, raw, 1, 0, old_inc, h_incarnation(&h, 0));
@@ -411,7 +391,7 @@ static void t_restart_sender(void)
 	h_init(&h, 2, &f, NULL);
 	static const uint8_t xmac[6] = { 0x02, 0, 0, 0, 0, 0x78 };
 	void *raw = h_raw_open(&h, xmac);
-	xfer(&h, 0, 1, 3000, 1, 1);
+	h_xfer(&h, 0, 1, 3000, 1, 1, 10 * SEC);
 	enum { LEN = 1 << 20 };
 	uint8_t *sb = malloc(LEN), *rb = malloc(LEN);
 	h_fill(sb, LEN, 5);
@@ -446,8 +426,8 @@ static void t_restart_sender(void)
 	inject_data(&h, raw, 0, 1, old_inc, h_incarnation(&h, 1));
 	h_run(&h, NULL, NULL, 1 * MS);
 	CHECK_EQ(h_ctr(&h, 1).drops[EMP_DROP_NO_SESSION], c1.drops[EMP_DROP_NO_SESSION] + 1);
-	xfer(&h, 1, 0, 70000, 9, 10);
-	xfer(&h, 0, 1, 70000, 9, 11);
+	h_xfer(&h, 1, 0, 70000, 9, 10, 10 * SEC);
+	h_xfer(&h, 0, 1, 70000, 9, 11, 10 * SEC);
 	free(sb);
 	free(rb);
 	free(rb2);
@@ -528,8 +508,8 @@ static void t_replayed_hello(void)
 	h_init(&h, 2, &f, NULL);
 	static const uint8_t xmac[6] = { 0x02, 0, 0, 0, 0, 0x79 };
 	void *raw = h_raw_open(&h, xmac);
-	xfer(&h, 0, 1, 3000, 1, 1);
-	xfer(&h, 1, 0, 3000, 1, 2);
+	h_xfer(&h, 0, 1, 3000, 1, 1, 10 * SEC);
+	h_xfer(&h, 1, 0, 3000, 1, 2, 10 * SEC);
 	enum { LEN = 1 << 20 };
 	uint8_t *sb = malloc(LEN), *rb = malloc(LEN), *sb2 = malloc(LEN), *rb2 = malloc(LEN);
 	h_fill(sb, LEN, 7);
@@ -581,8 +561,8 @@ static void t_replayed_hello(void)
 	CHECK(d0.probes_sent - c0.probes_sent <= 3);
 	CHECK_EQ(d1.stale_sent, c1.stale_sent);             /* which is alive: no STALE */
 	CHECK_EQ(d0.drops[EMP_DROP_STALE] - c0.drops[EMP_DROP_STALE], 9);
-	xfer(&h, 0, 1, 70000, 9, 10);
-	xfer(&h, 1, 0, 70000, 9, 11);
+	h_xfer(&h, 0, 1, 70000, 9, 10, 10 * SEC);
+	h_xfer(&h, 1, 0, 70000, 9, 11, 10 * SEC);
 	CHECK_EQ(h_ctr(&h, 0).peer_restarts, 0);
 	free(sb); free(rb); free(sb2); free(rb2);
 	h_free(&h);
@@ -990,7 +970,7 @@ static void t_unknown_mac(void)
 	uint32_t peers;
 	emp_get_usage(h.ep[1], NULL, &peers, NULL);
 	CHECK_EQ(peers, 0);                                 /* no state for strangers */
-	xfer(&h, 0, 1, 5000, 1, 1);
+	h_xfer(&h, 0, 1, 5000, 1, 1, 10 * SEC);
 	h_free(&h);
 }
 
@@ -1003,8 +983,8 @@ static void t_malformed(void)
 	h_init(&h, 2, NULL, &fwc);
 	static const uint8_t xmac[6] = { 0x02, 0, 0, 0, 0, 0x98 };
 	void *raw = h_raw_open(&h, xmac);
-	xfer(&h, 0, 1, 5000, 1, 1);                         /* sessions both ways */
-	xfer(&h, 1, 0, 5000, 1, 2);
+	h_xfer(&h, 0, 1, 5000, 1, 1, 10 * SEC);                         /* sessions both ways */
+	h_xfer(&h, 1, 0, 5000, 1, 2, 10 * SEC);
 	h_run(&h, NULL, NULL, 10 * MS);
 	static uint8_t buf[EMP_FRAME_MAX];
 	struct h_frame f;
@@ -1102,8 +1082,8 @@ static void t_malformed(void)
 	emp_get_usage(h.ep[1], NULL, &peers, NULL);
 	CHECK_EQ(peers, 1);                                 /* no state for forged endpoints */
 	/* still serving, both ways, the same sessions */
-	xfer(&h, 0, 1, 300000, 1, 3);
-	xfer(&h, 1, 0, 300000, 1, 4);
+	h_xfer(&h, 0, 1, 300000, 1, 3, 10 * SEC);
+	h_xfer(&h, 1, 0, 300000, 1, 4, 10 * SEC);
 	CHECK_EQ(h_ctr(&h, 0).peer_restarts + h_ctr(&h, 1).peer_restarts, 0);
 	CHECK_EQ(h_ctr(&h, 0).drops_total, 0);
 	h_free(&h);
