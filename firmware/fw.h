@@ -153,6 +153,8 @@ void emp__fw_set_hold(struct emp_fw *fw, int ok);
 void emp__fw_flush(struct emp_fw *fw);
 /* Earliest time emp__fw_timers has work, UINT64_MAX if none. */
 uint64_t emp__fw_next_deadline(const struct emp_fw *fw);
+/* The same for the short timers only (delayed and held acks), UINT64_MAX if none. */
+uint64_t emp__fw_next_fine_deadline(const struct emp_fw *fw);
 /* Nonzero if the engine has frames it could send right now. */
 int emp__fw_busy(const struct emp_fw *fw);
 void emp__fw_counters(const struct emp_fw *fw, struct emp_counters *c);

@@ -110,6 +110,7 @@ struct emp_fw {
 	uint32_t npeers, nrecs;
 	int32_t alist;              /* first active peer, circular via anext */
 	uint64_t next_deadline;
+	uint64_t next_fine;          /* earliest of the short timers only (delayed and held acks) */
 	int pending_tx, rx_more, in_poll, completed, hold_ok;
 	uint64_t now;
 	/* tx batch */
@@ -158,6 +159,7 @@ void emp__dl_push(struct emp_fw *fw, struct dlist *l, int32_t r);
 void emp__dl_del(struct emp_fw *fw, struct dlist *l, int32_t r);
 void emp__complete(struct emp_fw *fw, int32_t r, int64_t result);
 void emp__arm(struct emp_fw *fw, uint64_t deadline);
+void emp__arm_fine(struct emp_fw *fw, uint64_t deadline);
 int emp__host_by_mac(const struct emp_fw *fw, const uint8_t *mac);
 /* peer.c: per-host state, sessions, incarnations */
 int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create);

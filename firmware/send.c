@@ -264,14 +264,16 @@ void emp__tx_pump(struct emp_fw *fw, uint64_t now)
 /* End of a poll: a batch holding only completion acks of one-frame messages
  * waits up to ack_hold_ns, so that the reply the application is about to
  * post (ping-pong) carries the ack (EMP_F_PIGGY); anything else goes now. A
- * hold starts only while a thread waits in the engine (it polls again at
- * once), and lasts through the polls of the posts that follow. */
+ * hold starts only while the host allows it (emp__fw_set_hold: a thread waits
+ * in the engine and so polls again at once, or has just posted), and lasts
+ * through the polls that follow until its deadline (the reply's post may come
+ * after a few other looks at the engine). */
 void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now)
 {
 	if (fw->txn && fw->tx_holdable == fw->txn && fw->cfg.ack_hold_ns && (fw->hold_ok || fw->tx_hold_until)) {
 		if (!fw->tx_hold_until) {
 			fw->tx_hold_until = now + fw->cfg.ack_hold_ns;
-			emp__arm(fw, fw->tx_hold_until);
+			emp__arm_fine(fw, fw->tx_hold_until);
 		}
 		if (now < fw->tx_hold_until)
 			return;

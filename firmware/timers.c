@@ -82,7 +82,7 @@ void emp__timer_frame_received(struct emp_fw *fw, struct rec *x, uint64_t now)
 {
 	if (x->deadline == 0) {
 		x->deadline = now + fw->cfg.ack_delay_ns;
-		emp__arm(fw, x->deadline);
+		emp__arm_fine(fw, x->deadline);
 	}
 }
 
@@ -121,7 +121,7 @@ static void hello_timeout(struct emp_fw *fw, int32_t p, uint64_t now)
 int emp__fw_timers(struct emp_fw *fw, uint64_t now)
 {
 	int before = fw->completed;
-	uint64_t next = UINT64_MAX;
+	uint64_t next = UINT64_MAX, fine = UINT64_MAX;
 	fw->now = now;
 	if (fw->alist != NIL) {
 		int32_t p = fw->alist;
@@ -150,14 +150,15 @@ int emp__fw_timers(struct emp_fw *fw, uint64_t now)
 				if (x->deadline && now >= x->deadline)
 					emp__send_ack(fw, p, x, 0);
 				if (x->deadline)
-					next = min64(next, x->deadline);
+					fine = min64(fine, x->deadline);
 			}
 			p = pnext;
 		} while (p != NIL && p != fw->alist);
 	}
 	if (fw->tx_hold_until)
-		next = min64(next, fw->tx_hold_until);
-	fw->next_deadline = next;
+		fine = min64(fine, fw->tx_hold_until);
+	fw->next_fine = fine;
+	fw->next_deadline = min64(next, fine);
 	if (!fw->in_poll)
 		emp__tx_flush(fw);
 	return fw->completed - before;

@@ -51,15 +51,17 @@ void emp__notify(struct emp_endpoint *ep)
 		ep->hook(ep->hook_arg);
 }
 
-int emp__drive(struct emp_endpoint *ep)
+static int drive(struct emp_endpoint *ep, int posting)
 {
 	int total = 0;
 	for (;;) {
 		if (pthread_mutex_trylock(&ep->eng_lock))
 			return total;        /* the holder sees our mailbox entries after it unlocks */
 		/* a lone ack may wait for a reply only while a thread waits in the
-		 * engine and so polls again at once (no timer needed for it) */
-		emp__fw_set_hold(ep->fw, __atomic_load_n(&ep->spinning, __ATOMIC_RELAXED) > 0);
+		 * engine and so polls again at once, or posts (the reply itself may be
+		 * next); the progress thread sends it at once instead of setting a
+		 * precise timer for it */
+		emp__fw_set_hold(ep->fw, posting || __atomic_load_n(&ep->spinning, __ATOMIC_RELAXED) > 0);
 		int n = emp__fw_poll(ep->fw, emp__now(ep));
 		int busy = emp__fw_busy(ep->fw);
 		__atomic_store_n(&ep->busy_hint, busy, __ATOMIC_RELAXED);
@@ -95,6 +97,16 @@ int emp__drive_spin(struct emp_endpoint *ep)
 		return 0;
 	idle_turns = 0;
 	return emp__drive(ep);
+}
+
+int emp__drive(struct emp_endpoint *ep)
+{
+	return drive(ep, 0);
+}
+
+int emp__drive_post(struct emp_endpoint *ep)
+{
+	return drive(ep, 1);
 }
 
 int emp_progress(emp_endpoint_t *ep)

@@ -58,6 +58,8 @@ static inline uint64_t emp__now(struct emp_endpoint *ep)
 
 /* Drive the engine if nobody else is; returns completions seen. */
 int emp__drive(struct emp_endpoint *ep);
+/* the same from a thread that has just posted (a held ack may wait for its reply) */
+int emp__drive_post(struct emp_endpoint *ep);
 /* the same for a spinning caller: skips the engine when nothing is waiting */
 int emp__drive_spin(struct emp_endpoint *ep);
 /* spinning threads yield the CPU this often (a peer may share it) */

@@ -34,7 +34,7 @@ struct emp_progress {
 static void rearm(struct emp_progress *pg)
 {
 	struct emp_endpoint *ep = pg->ep;
-	uint64_t dl = emp__fw_next_deadline(ep->fw);
+	uint64_t dl = emp__fw_next_deadline(ep->fw), fine = emp__fw_next_fine_deadline(ep->fw);
 	if (ep->wire) {
 		uint64_t w = emp_sim_wire_next_event(ep->wire);
 		if (w < dl)
@@ -42,21 +42,24 @@ static void rearm(struct emp_progress *pg)
 	}
 	if (pg->tfd >= 0 && !ep->clock) {
 		/* setting a timer costs a system call and an hrtimer (dear under a
-		 * hypervisor): only for near deadlines (delayed and held acks), and
-		 * only when the deadline moved earlier or the armed one has passed;
-		 * retransmit timeouts (>= 1 ms) are fine with libev's ms timer */
+		 * hypervisor): only for the short timers (delayed and held acks)
+		 * when near, and only when the deadline moved earlier or the armed
+		 * one has passed; retransmit timeouts (>= 1 ms) are fine with
+		 * libev's ms timer (a near retransmit deadline, pushed back by every
+		 * ack under a stream, set the timerfd again and again: 4 % of the CPU) */
 		uint64_t now = emp__now(ep);
-		if (dl != UINT64_MAX && dl < now + NEAR_NS && (dl < pg->armed || pg->armed <= now)) {
+		if (fine != UINT64_MAX && fine < now + NEAR_NS && (fine < pg->armed || pg->armed <= now)) {
 			struct itimerspec its;
 			memset(&its, 0, sizeof(its));
-			its.it_value.tv_sec = (time_t)(dl / 1000000000ull);
-			its.it_value.tv_nsec = (long)(dl % 1000000000ull);
-			if (!dl)
+			its.it_value.tv_sec = (time_t)(fine / 1000000000ull);
+			its.it_value.tv_nsec = (long)(fine % 1000000000ull);
+			if (!fine)
 				its.it_value.tv_nsec = 1;
 			timerfd_settime(pg->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-			pg->armed = dl;
-			dl = UINT64_MAX;
+			pg->armed = fine;
 		}
+		if (pg->armed > now && pg->armed <= dl)
+			dl = UINT64_MAX;   /* the timerfd comes first; its event rearms */
 	}
 	/* backstop: look at least every 10 ms */
 	uint64_t now = emp__now(ep);

@@ -126,7 +126,7 @@ int emp_start(emp_endpoint_t *ep, emp_req_t *d)
 	d->result = 0;
 	__atomic_store_n(&d->stat, EMP_DS_POSTED, __ATOMIC_RELEASE);
 	mb_push(ep, idx_of(ep, d));
-	emp__drive(ep);
+	emp__drive_post(ep);
 	return 0;
 }
 
