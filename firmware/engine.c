@@ -227,10 +227,10 @@ void emp__arm_fine(struct emp_fw *fw, uint64_t deadline)
  * at once (emp__fw_busy: whoever drives loops) and they wait for it. No
  * timer: a near deadline under a stream made the progress thread set its
  * timerfd again and again (3-4 % of the CPU at 12 Gbit/s). */
-static void owed_acks(struct emp_fw *fw, int drained, uint64_t now)
+static void owed_acks(struct emp_fw *fw)
 {
 	int32_t p = fw->alist;
-	if (p == NIL || !drained)
+	if (p == NIL)
 		return;
 	do {
 		struct peer *pe = &fw->peer[p];
@@ -265,8 +265,8 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 		drained = n < RXB_MAX;
 	}
 	fw->rx_more = !drained;          /* busy: call again at once */
-	if (fw->acks_owed)
-		owed_acks(fw, drained, now);
+	if (fw->acks_owed && drained)
+		owed_acks(fw);
 	if (now >= fw->next_deadline)
 		emp__fw_timers(fw, now);
 	emp__tx_pump(fw, now);

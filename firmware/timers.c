@@ -60,7 +60,10 @@ void emp__timer_spurious(struct emp_fw *fw, struct peer *pe, uint64_t now)
 	if (pe->lossy_at && now - pe->lossy_at < EMP_SPURIOUS_QUIET_NS)
 		return;
 	uint64_t f = pe->rto_floor > fw->cfg.rto_ns ? pe->rto_floor : fw->cfg.rto_ns;
-	f = min64(f * 2, fw->cfg.rto_max_ns / 4 > fw->cfg.rto_ns ? fw->cfg.rto_max_ns / 4 : fw->cfg.rto_ns);
+	uint64_t cap = fw->cfg.rto_max_ns / 4;
+	if (cap < fw->cfg.rto_ns)
+		cap = fw->cfg.rto_ns;
+	f = min64(f * 2, cap);
 	pe->rto_floor = f;
 	if (pe->rto < f)
 		pe->rto = f;

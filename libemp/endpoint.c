@@ -57,10 +57,10 @@ static int drive(struct emp_endpoint *ep, int posting)
 	for (;;) {
 		if (pthread_mutex_trylock(&ep->eng_lock))
 			return total;        /* the holder sees our mailbox entries after it unlocks */
-		/* a lone ack may wait for a reply only while a thread waits in the
-		 * engine and so polls again at once, or posts (the reply itself may be
-		 * next); the progress thread sends it at once instead of setting a
-		 * precise timer for it */
+		/* a lone ack may start waiting for a reply only while a thread waits
+		 * in the engine and so polls again at once, or posts (the reply itself
+		 * may be next); once started the hold runs to its deadline
+		 * (emp__tx_flush_or_hold) */
 		emp__fw_set_hold(ep->fw, posting || __atomic_load_n(&ep->spinning, __ATOMIC_RELAXED) > 0);
 		int n = emp__fw_poll(ep->fw, emp__now(ep));
 		int busy = emp__fw_busy(ep->fw);
