@@ -186,6 +186,8 @@ int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);
 void es__neg_client_start(struct es_sock *s);
 /* The socket is going away (last fd closed): the responder lets go of it. */
 void es__neg_forget(struct es_sock *s);
+/* close the negotiation side channel, if open */
+void es__neg_close_udp(struct es_sock *s);
 int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);
 int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
 /* Drive a PENDING/CONNECTING socket to a decision if possible (one thread per
@@ -207,6 +209,8 @@ int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
 void es__log_once_nobufs(void);
 /* adaptive spin budget in ns for the wait about to start (stream.c), and its end */
 int64_t es__spin_begin(void);
+/* drive the engine for up to budget ns or until done(arg); 1 if done */
+int es__spin_until(int64_t budget, int (*done)(void *), void *arg);
 #define ES_YIELD_NS 1000     /* spinning threads yield this often (a peer may share the CPU) */
 void es__spin_end(void);
 int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);

@@ -126,9 +126,7 @@ void es__sock_unref_fd(int fd, struct es_sock *s)
 	es__ep_sock_gone(s);
 	s->kind = 0;
 	s->orphan = 1;
-	if (s->udp >= 0)
-		R_(close)(s->udp);
-	s->udp = -1;
+	es__neg_close_udp(s);
 	if (s->nfd >= 0)
 		R_(close)(s->nfd);
 	s->nfd = -1;

@@ -372,9 +372,7 @@ int es__negc_settle(struct es_sock *s)
 			es__dbg("fd %d: negotiated by the parent process", s->kfd);
 			if (s->c)
 				es__conn_destroy(s, 0);
-			if (s->udp >= 0)
-				R_(close)(s->udp);
-			s->udp = -1;
+			es__neg_close_udp(s);
 			s->ng.reg = 0;
 			s->state = ES_FOREIGN;
 			es__ep_sock_switched(s);
@@ -419,9 +417,7 @@ int es__negc_settle(struct es_sock *s)
 		}
 		if (emp || why) {
 			reg_del(s);   /* from here on a late OFFER meets ICMP */
-			if (s->udp >= 0)
-				R_(close)(s->udp);
-			s->udp = -1;
+			es__neg_close_udp(s);
 			pthread_mutex_unlock(&neg_lock);
 			break;
 		}

@@ -140,6 +140,23 @@ int es__neg_valid(const struct neg_msg *m, ssize_t n, struct es_sock *s)
 	       m->dport == s->local.sin_port;
 }
 
+void es__neg_close_udp(struct es_sock *s)
+{
+	if (s->udp >= 0)
+		R_(close)(s->udp);
+	s->udp = -1;
+}
+
+/* The negotiation is over without EMP: out of the responder, no buffers, no
+ * side channel. */
+static void abandon(struct es_sock *s)
+{
+	es__neg_forget(s);
+	if (s->c)
+		es__conn_destroy(s, 0);
+	es__neg_close_udp(s);
+}
+
 int es__neg_finish_emp(struct es_sock *s)
 {
 	es__neg_forget(s);
@@ -147,10 +164,7 @@ int es__neg_finish_emp(struct es_sock *s)
 	s->state = ES_EMP;
 	es__signal(s);
 	es__sock_unlock(s);
-	if (s->udp >= 0) {
-		R_(close)(s->udp);
-		s->udp = -1;
-	}
+	es__neg_close_udp(s);
 	es__ep_sock_switched(s);
 	es__dbg("fd %d: EMP with %s:%u (conn %u)", s->kfd, inet_ntoa(s->remote.sin_addr),
 		ntohs(s->remote.sin_port), es__conn_lid(s));
@@ -252,13 +266,7 @@ static void unmap(int fd, void *o, void *arg)
 void es__drop_to_kernel(int fd, struct es_sock *s)
 {
 	(void)fd;
-	es__neg_forget(s);
-	if (s->c)
-		es__conn_destroy(s, 0);
-	if (s->udp >= 0) {
-		R_(close)(s->udp);
-		s->udp = -1;
-	}
+	abandon(s);
 	s->state = ES_CAND;   /* kernel from now on */
 	es__fd_lock();
 	es__fd_foreach(unmap, s);
@@ -276,13 +284,7 @@ void es__fail_strict(struct es_sock *s, int err, const char *why)
 {
 	es__log("connection %s:%u: %s; strict mode refuses kernel TCP",
 		inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port), why);
-	es__neg_forget(s);
-	if (s->c)
-		es__conn_destroy(s, 0);
-	if (s->udp >= 0) {
-		R_(close)(s->udp);
-		s->udp = -1;
-	}
+	abandon(s);
 	struct linger lg = { 1, 0 };
 	R_(setsockopt)(s->kfd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 	R_(shutdown)(s->kfd, SHUT_RDWR);

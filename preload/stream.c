@@ -57,6 +57,14 @@ int es__post_recv(struct es_conn *c, uint64_t seq)
 	return r;
 }
 
+/* a persistent receive for one buffer, started */
+static int post_recv_slot(emp_endpoint_t *ep, emp_addr_t from, uint32_t tag, void *buf, size_t len, emp_req_t **q)
+{
+	struct iovec v = { buf, len };
+	int r = emp_recv_init(ep, from, tag, &v, 1, q);
+	return r ? r : emp_start(ep, *q);
+}
+
 int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 {
 	emp_endpoint_t *ep = es__engine();
@@ -86,18 +94,10 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 	emp_addr_t from = { host, pep };
 	es__tl_in++;
 	int r = 0;
-	for (unsigned i = 0; i < c->R && r == 0; i++) {
-		struct iovec v = { rslot(c, i), ES_HDR + c->S };
-		r = emp_recv_init(ep, from, c->lid, &v, 1, &c->rreq[i]);
-		if (r == 0)
-			r = emp_start(ep, c->rreq[i]);
-	}
-	for (int i = 0; i < NCTRL && r == 0; i++) {
-		struct iovec v = { c->cbuf[i], CTRL_SZ };
-		r = emp_recv_init(ep, from, c->lid | CTRL_TAG, &v, 1, &c->creq[i]);
-		if (r == 0)
-			r = emp_start(ep, c->creq[i]);
-	}
+	for (unsigned i = 0; i < c->R && r == 0; i++)
+		r = post_recv_slot(ep, from, c->lid, rslot(c, i), ES_HDR + c->S, &c->rreq[i]);
+	for (int i = 0; i < NCTRL && r == 0; i++)
+		r = post_recv_slot(ep, from, c->lid | CTRL_TAG, c->cbuf[i], CTRL_SZ, &c->creq[i]);
 	if (r == -ENOBUFS)
 		es__log_once_nobufs();
 	if (r < 0)
@@ -433,20 +433,14 @@ void es__spin_end(void)
 		spin_miss++;
 }
 
-int es__spin(unsigned seq0)
+int es__spin_until(int64_t budget, int (*done)(void *), void *arg)
 {
-	int64_t budget = es__spin_begin();
-	if (!budget)
-		return 0;
-	int64_t end = es__now_ns() + budget;
-	int changed = 0;
+	int hit = 0;
 	emp_drive_begin(es__g.ep);           /* the progress thread stands back meanwhile */
 	/* the clock every 8 turns: under a hypervisor without a usable vDSO
 	 * clock a read is a system call, dearer than a turn */
-	int64_t now = es__now_ns(), yielded = now;
-	for (unsigned i = 1; now < end; i++) {
-		if ((changed = atomic_load(&es__changes) != seq0))
-			break;
+	int64_t now = es__now_ns(), end = now + budget, yielded = now;
+	for (unsigned i = 1; !(hit = done(arg)) && now < end; i++) {
 		emp_progress(es__g.ep);
 		if (i & 7)
 			continue;
@@ -457,7 +451,20 @@ int es__spin(unsigned seq0)
 		}
 	}
 	emp_drive_end(es__g.ep);
-	return changed || atomic_load(&es__changes) != seq0;
+	return hit;
+}
+
+static int changed_since(void *seq0)
+{
+	return atomic_load(&es__changes) != *(unsigned *)seq0;
+}
+
+int es__spin(unsigned seq0)
+{
+	int64_t budget = es__spin_begin();
+	if (!budget)
+		return 0;
+	return es__spin_until(budget, changed_since, &seq0) || changed_since(&seq0);
 }
 
 void es__signal(struct es_sock *s)

@@ -8,13 +8,21 @@
 
 #include "conn.h"
 
+struct woke_arg { struct es_sock *s; struct es_conn *c; unsigned seq0; };
+
+/* the connection changed, or has work for whoever holds its lock */
+static int woke(void *arg)
+{
+	const struct woke_arg *a = arg;
+	return atomic_load(&a->c->seq) != a->seq0 || atomic_load(&a->s->dirty);
+}
+
 /* Sleep until our eventfd or the kernel socket wakes us, or the deadline.
  * The engine's device fd is in the set too: this thread processes arriving
  * frames itself (no hand-off to the progress thread, which stands back), and
  * its sleep is bounded by the engine's next deadline at ns precision. */
-static int block(struct es_sock *s, struct pollfd *p, int np, int ms, int64_t deadline, unsigned seq0)
+static int block(struct woke_arg *wa, struct pollfd *p, int np, int ms, int64_t deadline)
 {
-	struct es_conn *c = s->c;
 	emp_endpoint_t *ep = es__g.ep;
 	int dfd = ep ? emp_wait_fd(ep) : -1;
 	if (dfd < 0) {
@@ -45,7 +53,7 @@ static int block(struct es_sock *s, struct pollfd *p, int np, int ms, int64_t de
 			break;
 		}
 		emp_progress(ep);
-		if (atomic_load(&c->seq) != seq0 || atomic_load(&s->dirty))
+		if (woke(wa))
 			break;
 		int other = 0;
 		for (int i = 0; i < np; i++)
@@ -76,23 +84,10 @@ int es__wait(struct es_sock *s, int64_t deadline)
 	pthread_mutex_unlock(&s->lock);
 	int rc = 1;
 	int64_t budget = es__spin_begin();
-	if (budget) {
-		int64_t end = es__now_ns() + budget;
-		emp_drive_begin(es__g.ep);       /* the progress thread stands back meanwhile */
-		int64_t yielded = es__now_ns(), now = yielded;
-		for (unsigned i = 1; atomic_load(&c->seq) == seq0 && now < end && !atomic_load(&s->dirty); i++) {
-			emp_progress(es__g.ep);
-			if (i & 7)
-				continue;   /* the clock every 8 turns (see es__spin) */
-			now = es__now_ns();
-			if (now - yielded >= ES_YIELD_NS) {
-				sched_yield();   /* a peer sharing our CPU gets to run */
-				yielded = now;
-			}
-		}
-		emp_drive_end(es__g.ep);
-	}
-	if (atomic_load(&c->seq) == seq0 && !atomic_load(&s->dirty)) {
+	struct woke_arg wa = { s, c, seq0 };
+	if (budget)
+		es__spin_until(budget, woke, &wa);
+	if (!woke(&wa)) {
 		struct pollfd p[2] = { { efd, POLLIN, 0 }, { s->kfd, POLLIN | POLLRDHUP, 0 } };
 		int np = c->kdead ? 1 : 2;
 		int ms = -1;
@@ -103,7 +98,7 @@ int es__wait(struct es_sock *s, int64_t deadline)
 			ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
 		}
 		if (rc)
-			rc = block(s, p, np, ms, deadline, seq0);
+			rc = block(&wa, p, np, ms, deadline);
 		pthread_mutex_lock(&s->lock);
 		if (np == 2 && p[1].revents)
 			es__kernel_check(s);
