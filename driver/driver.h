@@ -50,6 +50,11 @@ struct emp_driver_ops {
 	int (*rx_pending)(void *priv);
 	/* fd that becomes readable when frames arrive (poll/libev), or -1 */
 	int (*wait_fd)(void *priv);
+	/* optional: the time (the clock the device was opened with) at which a
+	 * frame becomes deliverable although wait_fd did not say so (a simulated
+	 * wire's delayed frames), UINT64_MAX none; a sleeping engine bounds its
+	 * sleep by it */
+	uint64_t (*next_event)(void *priv);
 	void (*mac)(void *priv, uint8_t mac[6]);
 	unsigned (*mtu)(void *priv);
 };

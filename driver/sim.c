@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 
+#include "sys.h"
 #include "driver.h"
 #include "proto.h"
 
@@ -39,7 +40,7 @@
  * rx_burst once nothing deliverable remains. So for delayed frames the fd may
  * wake the engine early (it finds nothing and sleeps to its own deadline) and
  * does not wake it again when the delay expires: an engine on the sim wire
- * must bound its sleep by emp_sim_wire_next_event() (virtual-clock tests
+ * must bound its sleep by the next_event op (virtual-clock tests
  * advance the clock to it).
  *
  * Changing mtu or queue_frames with emp_sim_wire_set_faults() affects ports
@@ -166,7 +167,7 @@ static void port_signal(struct sim_port *p)
 	if (p->signaled)
 		return;
 	uint64_t one = 1;
-	if (write(p->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+	if (emp__sys_write(p->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
 		p->signaled = 1;
 }
 
@@ -175,7 +176,7 @@ static void port_unsignal(struct sim_port *p)
 	if (!p->signaled)
 		return;
 	uint64_t v;
-	if (read(p->efd, &v, sizeof(v)) == (ssize_t)sizeof(v) || errno == EAGAIN)
+	if (emp__sys_read(p->efd, &v, sizeof(v)) == (ssize_t)sizeof(v) || errno == EAGAIN)
 		p->signaled = 0;
 }
 
@@ -254,7 +255,7 @@ uint64_t emp_sim_wire_next_event(struct emp_sim_wire *w)
 static void port_free(struct sim_port *p)
 {
 	if (p->efd >= 0)
-		close(p->efd);
+		emp__sys_close(p->efd);
 	free(p->pool);
 	free(p->len);
 	free(p->freel);
@@ -505,6 +506,13 @@ static void sim_rx_release(void *priv, unsigned n)
 	pthread_mutex_unlock(&p->w->mu);
 }
 
+/* the next time a frame on the wire becomes deliverable anywhere (an engine
+ * on this wire bounds its sleep by it: see wait_fd above) */
+static uint64_t sim_next_event(void *priv)
+{
+	return emp_sim_wire_next_event(((struct sim_port *)priv)->w);
+}
+
 static int sim_wait_fd(void *priv)
 {
 	return ((struct sim_port *)priv)->efd;
@@ -528,6 +536,7 @@ const struct emp_driver_ops emp__sim_ops = {
 	.rx_burst = sim_rx_burst,
 	.rx_release = sim_rx_release,
 	.wait_fd = sim_wait_fd,
+	.next_event = sim_next_event,
 	.mac = sim_mac,
 	.mtu = sim_mtu,
 };

@@ -96,6 +96,7 @@ int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *
 	fw->dev = env->dev;
 	fw->desc = env->desc;
 	fw->mb = env->mb;
+	fw->cq = env->cq;
 	fw->rec = (struct rec *)(base + l.rec);
 	fw->peer = (struct peer *)(base + l.peer);
 	fw->phash = (int32_t *)(base + l.phash);
@@ -205,6 +206,16 @@ void emp__complete(struct emp_fw *fw, int32_t r, int64_t result)
 	fw->nrecs--;
 	fw->completed++;
 	__atomic_store_n(&d->stat, EMP_DS_DONE, __ATOMIC_RELEASE);
+	if (fw->cq) {
+		struct emp_cq *q = fw->cq;
+		uint32_t h = q->head;
+		if (h - __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) > q->mask) {
+			fw->ctr.cq_overflow++;
+			return;
+		}
+		q->ring[h & q->mask] = (uint32_t)r;
+		__atomic_store_n(&q->head, h + 1, __ATOMIC_RELEASE);
+	}
 }
 
 void emp__arm(struct emp_fw *fw, uint64_t deadline)

@@ -71,6 +71,21 @@ struct emp_mailbox {
 	uint32_t *ring;
 };
 
+/* Completion queue: the engine appends the index of every descriptor it
+ * completes (after its results and status word are written); the host, one
+ * consumer at a time, takes them after each poll. The host sizes it (a power of
+ * two >= the descriptor count) and drains it after every poll, so it never
+ * holds more than one poll's completions; should it be full anyway the entry
+ * is dropped and counted (cq_overflow), and the status word still tells. */
+struct emp_cq {
+	uint32_t head;            /* written by engine */
+	uint32_t pad0[15];
+	uint32_t tail;            /* written by host */
+	uint32_t pad1[15];
+	uint32_t mask;            /* size - 1, size a power of two */
+	uint32_t *ring;
+};
+
 /* ---- configuration (run-time options) ---- */
 struct emp_fw_config {
 	uint32_t ndesc;           /* descriptor table size */
@@ -114,6 +129,7 @@ struct emp_counters {
 	uint64_t msgs_sent, msgs_received, bytes_sent, bytes_received;
 	uint64_t send_errors, recv_errors, peer_restarts, hellos, stale_sent, probes_sent;
 	uint64_t posts_refused;     /* mailbox entries for descriptors the engine may not take */
+	uint64_t cq_overflow;       /* completions the host's queue had no room for */
 	uint64_t piggy_acks;        /* completion acks sent inside a DATA frame */
 	uint64_t spurious_rtx;      /* rounds of retransmissions the receiver already had (RTO floor raised) */
 	uint64_t fc_stalls;
@@ -131,6 +147,7 @@ struct emp_fw_env {
 	void *dev;
 	struct emp_desc *desc;        /* table of cfg.ndesc descriptors */
 	struct emp_mailbox *mb;
+	struct emp_cq *cq;            /* optional: completed descriptor indices for the host */
 };
 
 /* Memory the engine needs for cfg; the caller provides it (no allocation). */

@@ -93,6 +93,7 @@ struct emp_fw {
 	void *dev;
 	struct emp_desc *desc;
 	struct emp_mailbox *mb;
+	struct emp_cq *cq;
 	struct rec *rec;            /* [ndesc] */
 	struct peer *peer;          /* [max_peers] */
 	int32_t *phash;             /* [phash_mask+1] */

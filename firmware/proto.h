@@ -118,6 +118,12 @@ enum emp_frame_flags {
 #define EMP_DEF_PEER_WINDOW    512    /* frames in flight per receiver */
 #define EMP_DEF_PEER_MSGS      64     /* messages in flight per receiver (<= EMP_MATCH_BITS) */
 #define EMP_MATCH_BITS         64     /* receiver's window of message ids beyond the first unmatched */
+/* one-frame messages (control, FIN, credit returns, small requests) keep a
+ * lane of their own: multi-frame messages use at most peer_msgs - 8 message
+ * slots, and a one-frame message may start ahead of queued bigger ones of
+ * other tags (its own tag keeps its order) */
+#define EMP_SMALL_RESERVE_MSGS    8
+#define EMP_SMALL_LOOKAHEAD      64   /* queued messages looked past a blocked one */
 #define EMP_MAX_TAG_ANY        0xffffffffu
 
 #endif

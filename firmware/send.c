@@ -137,31 +137,63 @@ static void tx_data(struct emp_fw *fw, int32_t r, uint32_t frame, uint16_t flags
 	fw->ctr.tx_data++;
 }
 
+static int is_small(const struct peer *pe, const struct rec *x)
+{
+	return x->len <= pe->frag;
+}
+
+static void start_one(struct emp_fw *fw, int32_t p, int32_t r)
+{
+	struct peer *pe = &fw->peer[p];
+	struct rec *x = &fw->rec[r];
+	emp__dl_del(fw, &pe->txq, r);
+	x->kind = REC_SEND_ACTIVE;
+	x->msg_id = pe->next_msg_id++;
+	x->prev_id = 0;
+	for (int32_t q = pe->act.tail; q != NIL; q = fw->rec[q].prev)
+		if (fw->rec[q].tag == x->tag) {
+			x->prev_id = fw->rec[q].msg_id;
+			break;
+		}
+	x->frag = pe->frag;
+	x->nframes = x->len ? (uint32_t)((x->len + x->frag - 1) / x->frag) : 1;
+	x->cum = x->sent_hi = 0;
+	x->sack = x->rtx = 0;
+	x->rto = pe->rto;                /* the peer's measured round trip */
+	x->probe_at = 0;
+	x->deadline = 0;
+	emp__dl_push(fw, &pe->act, r);
+	pe->inflight_msgs++;
+	emp__fc_started(fw, pe);
+}
+
+/* Queued messages start in posting order while the peer's windows allow.
+ * A multi-frame message leaves EMP_SMALL_RESERVE_MSGS slots free; when it
+ * has to wait, one-frame messages queued behind it (up to
+ * EMP_SMALL_LOOKAHEAD) start ahead of it unless a message of their own tag
+ * waits before them: a connection's FIN or credits never queue behind other
+ * connections' bulk data. */
 static void start_messages(struct emp_fw *fw, int32_t p, uint64_t now)
 {
 	struct peer *pe = &fw->peer[p];
-	while (pe->txq.head != NIL && pe->inflight_msgs < fw->cfg.peer_msgs && emp__fc_may_start(fw, pe, now)) {
-		int32_t r = pe->txq.head;
+	uint32_t big_max = fw->cfg.peer_msgs > EMP_SMALL_RESERVE_MSGS ? fw->cfg.peer_msgs - EMP_SMALL_RESERVE_MSGS : 1;
+	uint32_t held[EMP_SMALL_LOOKAHEAD];
+	unsigned nheld = 0, looked = 0;
+	int32_t r = pe->txq.head;
+	while (r != NIL && pe->inflight_msgs < fw->cfg.peer_msgs && emp__fc_may_start(fw, pe, now)) {
 		struct rec *x = &fw->rec[r];
-		emp__dl_del(fw, &pe->txq, r);
-		x->kind = REC_SEND_ACTIVE;
-		x->msg_id = pe->next_msg_id++;
-		x->prev_id = 0;
-		for (int32_t q = pe->act.tail; q != NIL; q = fw->rec[q].prev)
-			if (fw->rec[q].tag == x->tag) {
-				x->prev_id = fw->rec[q].msg_id;
+		int32_t next = x->next;
+		int wait = !is_small(pe, x) && pe->inflight_msgs >= big_max;
+		for (unsigned i = 0; !wait && i < nheld; i++)
+			wait = held[i] == x->tag;
+		if (!wait) {
+			start_one(fw, p, r);
+		} else {
+			if (nheld == EMP_SMALL_LOOKAHEAD || ++looked > EMP_SMALL_LOOKAHEAD)
 				break;
-			}
-		x->frag = pe->frag;
-		x->nframes = x->len ? (uint32_t)((x->len + x->frag - 1) / x->frag) : 1;
-		x->cum = x->sent_hi = 0;
-		x->sack = x->rtx = 0;
-		x->rto = pe->rto;                /* the peer's measured round trip */
-		x->probe_at = 0;
-		x->deadline = 0;
-		emp__dl_push(fw, &pe->act, r);
-		pe->inflight_msgs++;
-		emp__fc_started(fw, pe);
+			held[nheld++] = x->tag;   /* later messages of this tag wait too */
+		}
+		r = next;
 	}
 }
 

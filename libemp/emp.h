@@ -48,7 +48,7 @@ struct emp_status {
 	uint64_t msg_len;            /* recv: sender's length (> result if truncated) */
 };
 
-/* 0 or -errno; on failure emp_strerror_last() says why in one line. */
+/* 0 or -errno; on failure emp_last_error() says why in one line. */
 int emp_open(emp_endpoint_t **ep, const struct emp_open_opts *opts);
 void emp_close(emp_endpoint_t *ep);
 const char *emp_last_error(void);
@@ -68,6 +68,9 @@ int emp_post_recv(emp_endpoint_t *ep, emp_addr_t from, uint32_t tag,
 		  const struct iovec *iov, int iovcnt, emp_req_t **req);
 /* 1 done (request freed unless persistent, st filled), 0 pending, -errno. */
 int emp_test(emp_endpoint_t *ep, emp_req_t *req, struct emp_status *st);
+/* emp_test without driving the engine: for callers that learn of completions
+ * from the completion hook (and so must not re-enter it from there). */
+int emp_reap(emp_endpoint_t *ep, emp_req_t *req, struct emp_status *st);
 /* 1 done, 0 timeout (timeout_ns < 0: forever), -EINTR never; -errno. */
 int emp_wait(emp_endpoint_t *ep, emp_req_t *req, struct emp_status *st, int64_t timeout_ns);
 /* index of a completed request, -ETIMEDOUT, or -errno. */
@@ -94,23 +97,58 @@ void *emp_req_user(emp_req_t *req);
 
 /* Drive the engine once (for callers without the progress thread). */
 int emp_progress(emp_endpoint_t *ep);
-/* For layers that wait on conditions of their own (the sockets shim): between
- * emp_drive_begin and emp_drive_end this thread drives the engine itself
- * (emp_progress in a spin, or after poll() on emp_wait_fd returns) and the
- * progress thread stands back instead of competing for every frame. A thread
- * blocked in between must bound its sleep by emp_next_deadline_ns. */
-void emp_drive_begin(emp_endpoint_t *ep);
-void emp_drive_end(emp_endpoint_t *ep);
-/* Before blocking outside libemp after emp_drive_end (poll, epoll_wait): makes
- * sure the progress thread watches the device again at once. */
-void emp_progress_resume(emp_endpoint_t *ep);
+/* Drive it only if frames or deferred posts have waited while nobody drove
+ * for 100 us: a thread busy with I/O on many connections keeps acks and
+ * retransmissions moving at no cost when there is nothing to do. */
+int emp_progress_due(emp_endpoint_t *ep);
 /* fd readable when frames arrive (-1 if the device has none). */
 int emp_wait_fd(emp_endpoint_t *ep);
+/* A wait saw POLLERR/POLLHUP on emp_wait_fd (its interface went down or
+ * away): takes the pending error, so the fd stops reporting it, and returns
+ * 1; 0 when there was none. The caller should not wait on the fd again at
+ * once (a nap of up to 100 ms is enough: frames come back with the link). */
+int emp_wait_fd_error(emp_endpoint_t *ep);
 /* ns until the engine next needs a call (0: now), or -1 if it has no timer. */
 int64_t emp_next_deadline_ns(emp_endpoint_t *ep);
-/* Called after any request completes (from whichever thread drove the engine,
- * engine lock not held); for wiring completions into eventfds. */
-void emp_set_completion_hook(emp_endpoint_t *ep, void (*fn)(void *arg), void *arg);
+
+/* ---- for layers with readiness of their own (the sockets shim) ---- */
+
+/* Called with the requests the engine completed, from whichever thread drove
+ * it (engine lock not held, possibly several threads at once); each request's
+ * user pointer (emp_req_set_user) says whose it is. The requests are still the
+ * caller's to test and reap; the hook must not block. */
+typedef void emp_completion_fn(void *arg, emp_req_t *const *reqs, int n);
+void emp_set_completion_hook(emp_endpoint_t *ep, emp_completion_fn *fn, void *arg);
+
+/* The one way to wait for a condition of the caller's own while this thread
+ * drives the engine itself (run to completion): it looks at done(), drives the
+ * engine in a spin for the endpoint's adaptive spin budget, then calls arm(),
+ * drives once more (a frame that came between the last look and arm() is seen),
+ * looks at done() again and sleeps in sleep(): ONE kernel wait on the caller's
+ * own fds and emp_wait_fd() (so frames wake it), bounded by ns (< 0: no
+ * bound); after each sleep it calls disarm(), drives and looks again. While a
+ * thread is inside, the progress thread leaves the device alone (it keeps the
+ * timers). done() must cost no system call. Returns 1 when done() said so, 2
+ * when sleep() returned > 0 (the caller's own fds are ready), 0 on timeout,
+ * -EINTR when sleep() was interrupted, or another -errno from sleep(). */
+struct emp_waitfor {
+	int (*done)(void *arg);
+	void (*arm)(void *arg);                  /* optional */
+	int (*sleep)(void *arg, int64_t ns);     /* > 0 ready, 0 nothing, -errno */
+	void (*disarm)(void *arg);               /* optional */
+	void *arg;
+	int64_t timeout_ns;                      /* < 0 forever, 0 one look (no sleep) */
+};
+int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w);
+
+/* Transmit batching for the calling thread. While on, posts only queue for the
+ * engine (no system call); they leave together at the next emp_wait_for or
+ * emp_flush by any thread, when 32 posts or 64 KiB have gathered, or at the
+ * latest about 0.2-1 ms later from the progress thread. An event loop turns it
+ * on when it returns events and its next wait sends every reply in one batch. */
+void emp_defer(emp_endpoint_t *ep, int on);
+/* Send what was deferred (a no-op without deferred posts). */
+void emp_flush(emp_endpoint_t *ep);
 
 struct emp_counters;
 int emp_get_counters(emp_endpoint_t *ep, struct emp_counters *c);

@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#include "sys.h"
 #include "internal.h"
 #include "stats.h"
 
@@ -36,34 +37,86 @@ uint64_t emp_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void emp__notify(struct emp_endpoint *ep)
+/* Sleeping emp_wait callers learn that descriptors completed. */
+static void wake_waiters(struct emp_endpoint *ep)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&ep->sleepers, __ATOMIC_SEQ_CST)) {
-		uint64_t one = 1;
-		pthread_mutex_lock(&ep->wait_mu);
-		for (struct emp_waiter *w = ep->waiters; w; w = w->next)
-			if (w->efd >= 0 && write(w->efd, &one, sizeof(one)) < 0)
-				continue;
-		pthread_mutex_unlock(&ep->wait_mu);
-	}
-	if (ep->hook)
-		ep->hook(ep->hook_arg);
+	if (!__atomic_load_n(&ep->sleepers, __ATOMIC_SEQ_CST))
+		return;
+	uint64_t one = 1;
+	pthread_mutex_lock(&ep->wait_mu);
+	for (struct emp_waiter *w = ep->waiters; w; w = w->next)
+		if (w->efd >= 0 && emp__sys_write(w->efd, &one, sizeof(one)) < 0)
+			continue;
+	pthread_mutex_unlock(&ep->wait_mu);
 }
 
-static int drive(struct emp_endpoint *ep, int posting)
+__thread int emp__tl_dispatch;
+
+/* Hand the completed requests to the hook, a batch at a time. Posts the hook
+ * makes only queue: the drive loop around us takes them (no recursion). */
+static void dispatch(struct emp_endpoint *ep, uint32_t *idx, int n)
 {
-	int total = 0;
+	emp_completion_fn *fn = __atomic_load_n(&ep->hook, __ATOMIC_ACQUIRE);
+	if (!fn || !n)
+		return;
+	emp_req_t *reqs[64];
+	emp__tl_dispatch++;
+	for (int i = 0; i < n;) {
+		int k = 0;
+		while (i < n && k < 64)
+			reqs[k++] = &ep->desc[idx[i++]];
+		fn(ep->hook_arg, reqs, k);
+	}
+	emp__tl_dispatch--;
+}
+
+/* One engine poll under its lock: the completed descriptors' indices are
+ * taken off the completion queue into idx (up to max; the rest stay for the
+ * next turn), and the poll's completion count is returned. */
+static int poll_locked(struct emp_endpoint *ep, int hold, uint32_t *idx, int max, int *nidx, int *busy)
+{
+	emp__fw_set_hold(ep->fw, hold);
+	int n = emp__fw_poll(ep->fw, emp__now(ep));
+	if (!hold)
+		emp__fw_flush(ep->fw);
+	int k = 0;
+	uint32_t t = ep->cq.tail, h = __atomic_load_n(&ep->cq.head, __ATOMIC_ACQUIRE);
+	while (t != h && k < max)
+		idx[k++] = ep->cq.ring[t++ & ep->cq.mask];
+	__atomic_store_n(&ep->cq.tail, t, __ATOMIC_RELEASE);
+	*nidx = k;
+	*busy = emp__fw_busy(ep->fw) || t != h;
+	return n;
+}
+
+/* hold: 1 a lone ack may wait for a reply (a thread posts, or spins and so
+ * polls again at once); 0 nothing waits (the caller is about to sleep);
+ * -1 as the endpoint's threads allow; 2 as -1, but wait for the engine lock */
+static int drive(struct emp_endpoint *ep, int hold)
+{
+	uint32_t idx[256];
+	int total = 0, sure = hold == 2;
+	if (sure)
+		hold = -1;
 	for (;;) {
-		if (pthread_mutex_trylock(&ep->eng_lock))
+		if (sure) {
+			pthread_mutex_lock(&ep->eng_lock);
+			sure = 0;
+		} else if (pthread_mutex_trylock(&ep->eng_lock)) {
 			return total;        /* the holder sees our mailbox entries after it unlocks */
-		/* a lone ack may start waiting for a reply only while a thread waits
+		}
+		/* a lone ack may start waiting for a reply only while a thread spins
 		 * in the engine and so polls again at once, or posts (the reply itself
 		 * may be next); once started the hold runs to its deadline
-		 * (emp__tx_flush_or_hold) */
-		emp__fw_set_hold(ep->fw, posting || __atomic_load_n(&ep->spinning, __ATOMIC_RELAXED) > 0);
-		int n = emp__fw_poll(ep->fw, emp__now(ep));
-		int busy = emp__fw_busy(ep->fw);
+		 * (emp__tx_flush_or_hold) unless a thread is about to sleep */
+		int h = hold >= 0 ? hold : __atomic_load_n(&ep->spinners, __ATOMIC_RELAXED) > 0;
+		int k, busy;
+		__atomic_store_n(&ep->last_drive_ns, emp__now(ep), __ATOMIC_RELAXED);
+		__atomic_store_n(&ep->deferred, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&ep->deferred_bytes, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&ep->deferred_t0, 0, __ATOMIC_RELAXED);
+		int n = poll_locked(ep, h, idx, 256, &k, &busy);
 		__atomic_store_n(&ep->busy_hint, busy, __ATOMIC_RELAXED);
 		uint32_t mtu;
 		uint64_t mm = n ? emp__fw_mtu_mismatches(ep->fw, &mtu) : 0;
@@ -74,9 +127,10 @@ static int drive(struct emp_endpoint *ep, int posting)
 				"this session uses %u-byte frames (set the same MTU on every host for full-size frames)\n",
 				ep->fwc.mtu, mtu);
 		}
-		if (n) {
+		if (n || k) {
 			total += n;
-			emp__notify(ep);
+			wake_waiters(ep);
+			dispatch(ep, idx, k);
 		}
 		if (!busy && __atomic_load_n(&ep->mb.head, __ATOMIC_SEQ_CST) ==
 				     __atomic_load_n(&ep->mb.tail, __ATOMIC_SEQ_CST))
@@ -96,12 +150,12 @@ int emp__drive_spin(struct emp_endpoint *ep)
 	    !ep->ops->rx_pending(ep->dev) && (++idle_turns & 15))
 		return 0;
 	idle_turns = 0;
-	return emp__drive(ep);
+	return drive(ep, -1);
 }
 
 int emp__drive(struct emp_endpoint *ep)
 {
-	return drive(ep, 0);
+	return drive(ep, -1);
 }
 
 int emp__drive_post(struct emp_endpoint *ep)
@@ -109,24 +163,51 @@ int emp__drive_post(struct emp_endpoint *ep)
 	return drive(ep, 1);
 }
 
+int emp__drive_sleep(struct emp_endpoint *ep)
+{
+	return drive(ep, 0);
+}
+
+int emp__drive_sure(struct emp_endpoint *ep)
+{
+	return drive(ep, 2);
+}
+
+int emp_progress_due(emp_endpoint_t *ep)
+{
+	if (!ep)
+		return -EINVAL;
+	uint64_t now = emp__now(ep);
+	if (now - __atomic_load_n(&ep->last_drive_ns, __ATOMIC_RELAXED) < EMP__DUE_NS)
+		return 0;
+	uint64_t d0 = __atomic_load_n(&ep->deferred_t0, __ATOMIC_RELAXED);
+	if (ep->ops->rx_pending && !ep->ops->rx_pending(ep->dev) && !__atomic_load_n(&ep->busy_hint, __ATOMIC_RELAXED) &&
+	    !(d0 && now - d0 >= EMP__DUE_NS))
+		return 0;
+	return drive(ep, -1);
+}
+
 int emp_progress(emp_endpoint_t *ep)
 {
-	return ep ? emp__drive_spin(ep) : -EINVAL;
-}
-
-void emp_drive_begin(emp_endpoint_t *ep)
-{
-	__atomic_add_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
-}
-
-void emp_drive_end(emp_endpoint_t *ep)
-{
-	__atomic_sub_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
+	if (!ep)
+		return -EINVAL;
+	int n = emp__drive_spin(ep);
+	emp__looked(ep, emp__now(ep));   /* a thread looks: the progress thread stays back */
+	return n;
 }
 
 int emp_wait_fd(emp_endpoint_t *ep)
 {
 	return ep->dev_fd;
+}
+
+int emp_wait_fd_error(emp_endpoint_t *ep)
+{
+	int err = 0;
+	socklen_t el = sizeof(err);
+	if (!ep || ep->dev_fd < 0 || emp__sys_getsockopt(ep->dev_fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+		return 0;
+	return err != 0;
 }
 
 int64_t emp_next_deadline_ns(emp_endpoint_t *ep)
@@ -138,7 +219,7 @@ int64_t emp_next_deadline_ns(emp_endpoint_t *ep)
 	return dl > now ? (int64_t)(dl - now) : 0;
 }
 
-void emp_set_completion_hook(emp_endpoint_t *ep, void (*fn)(void *), void *arg)
+void emp_set_completion_hook(emp_endpoint_t *ep, emp_completion_fn *fn, void *arg)
 {
 	ep->hook_arg = arg;
 	__atomic_store_n(&ep->hook, fn, __ATOMIC_RELEASE);
@@ -175,7 +256,7 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 		return -EINVAL;
 	}
 	if (ep->ops == &emp__afpacket_ops) {
-		const char *env = getenv("EMP_IFNAME");
+		const char *env = secure_getenv("EMP_IFNAME");
 		if (o->ifname)
 			snprintf(ifname, sizeof(ifname), "%s", o->ifname);
 		else if (env && *env)
@@ -204,9 +285,11 @@ static int alloc_tables(struct emp_endpoint *ep)
 	ep->free_idx = calloc(n, sizeof(uint32_t));
 	ep->mb.ring = calloc(mbsize, sizeof(uint32_t));
 	ep->mb.mask = mbsize - 1;
+	ep->cq.ring = calloc(mbsize, sizeof(uint32_t));
+	ep->cq.mask = mbsize - 1;
 	ep->fw_size = emp__fw_memsize(&ep->fwc);
 	ep->fw = aligned_alloc(64, (ep->fw_size + 63) & ~(size_t)63);
-	if (!ep->desc || !ep->ext_sg || !ep->free_idx || !ep->mb.ring || !ep->fw)
+	if (!ep->desc || !ep->ext_sg || !ep->free_idx || !ep->mb.ring || !ep->cq.ring || !ep->fw)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++)
 		ep->free_idx[i] = n - 1 - i;
@@ -253,6 +336,11 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	ep->wire = o->wire;
 	ep->epid = o->endpoint;
 	ep->spin_ns = (uint64_t)ep->conf.opt.spin_us * 1000ull;
+	const char *sv = secure_getenv("EMP_SPIN_US");   /* run-time override of the config's spin_us */
+	if (sv && *sv) {
+		unsigned long us = strtoul(sv, NULL, 10);
+		ep->spin_ns = (us > 1000000 ? 1000000 : us) * 1000ull;
+	}
 	if (o->fw_override)
 		ep->fwc = *o->fw_override;
 	else
@@ -280,7 +368,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	ep->ndesc = ep->fwc.ndesc;
 	rc = macs ? alloc_tables(ep) : -ENOMEM;
 	if (rc == 0) {
-		struct emp_fw_env env = { .ops = ep->ops, .dev = ep->dev, .desc = ep->desc, .mb = &ep->mb };
+		struct emp_fw_env env = { .ops = ep->ops, .dev = ep->dev, .desc = ep->desc, .mb = &ep->mb, .cq = &ep->cq };
 		rc = emp__fw_init(ep->fw, ep->fw_size, &ep->fwc, &env);
 		ep->fw_ready = rc == 0;
 		if (rc < 0)
@@ -291,7 +379,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	ep->fwc.host_mac = NULL;
 	if (rc == 0)
 		emp__stats_publish(ep);      /* /dev/shm/emp.<pid>.<ep> for empstat */
-	const char *pe = getenv("EMP_PROGRESS_THREAD");
+	const char *pe = secure_getenv("EMP_PROGRESS_THREAD");
 	if (rc == 0 && !o->no_progress_thread && !(pe && pe[0] == '0'))
 		rc = emp__progress_start(ep);
 	if (rc < 0) {
@@ -325,6 +413,7 @@ void emp_close(emp_endpoint_t *ep)
 	free(ep->desc);
 	free(ep->free_idx);
 	free(ep->mb.ring);
+	free(ep->cq.ring);
 	free(ep->fw);
 	emp_conf_free(&ep->conf);
 	free(ep);
@@ -364,5 +453,5 @@ void emp_get_usage(emp_endpoint_t *ep, size_t *bytes, uint32_t *peers, uint32_t 
 	pthread_mutex_unlock(&ep->eng_lock);
 	if (bytes)
 		*bytes = ep->fw_size + ep->ndesc * (sizeof(struct emp_desc) + sizeof(void *) + 4) +
-			 (ep->mb.mask + 1) * 4;
+			 (ep->mb.mask + 1) * 8;
 }

@@ -11,7 +11,7 @@
 
 struct emp_progress;
 
-struct emp_waiter {                /* a thread blocked in emp_wait */
+struct emp_waiter {                /* a thread blocked in emp_wait/emp_wait_any */
 	int efd;
 	struct emp_waiter *next;
 };
@@ -29,21 +29,33 @@ struct emp_endpoint {
 	struct emp_sg **ext_sg;          /* per descriptor: heap sg list for long iovecs */
 	uint32_t ndesc;
 	struct emp_mailbox mb;
+	struct emp_cq cq;                /* completed descriptors, drained after every poll */
 	uint32_t *free_idx;              /* free descriptor stack */
 	uint32_t nfree;
 	pthread_mutex_t post_lock;       /* mailbox producer side + free stack */
 	pthread_mutex_t eng_lock;        /* whoever holds it drives the engine */
 	pthread_mutex_t wait_mu;
-	int sleepers;
-	struct emp_waiter *waiters;       /* under wait_mu */
+	int sleepers;                    /* threads asleep in emp_wait (their eventfds in waiters) */
+	struct emp_waiter *waiters;      /* under wait_mu */
 	int dev_fd;                      /* driver's wait fd, or -1 */
-	int spinning;                    /* threads driving the engine in emp_wait (spinning or blocked) */
+	/* who watches the device: threads in emp_wait_for (spinning, or asleep in
+	 * a kernel wait that holds dev_fd) drive the engine themselves; the
+	 * progress thread takes the ring over only when none has looked for a while */
+	int spinners;                    /* threads spinning in emp_wait_for */
+	int dev_sleepers;                /* threads asleep in emp_wait_for */
+	uint64_t last_exit_ns;           /* when a thread last left emp_wait_for */
+	uint64_t last_drive_ns;          /* when the engine was last driven */
+	unsigned exits;                  /* how many times threads left emp_wait_for */
 	int busy_hint;                   /* the last drive left work (tx budget, frames): drive again */
+	/* transmit batching (emp_defer): posts waiting for the next drive */
+	unsigned deferred;               /* posts made without driving since the last drive */
+	uint64_t deferred_bytes;         /* and their bytes */
+	uint64_t deferred_t0;            /* when the oldest of them was made, 0 none */
 	uint64_t spin_ns;
 	uint64_t (*clock)(void *);
 	void *clock_arg;
 	struct emp_sim_wire *wire;
-	void (*hook)(void *);
+	emp_completion_fn *hook;
 	void *hook_arg;
 	int self;
 	uint16_t epid;
@@ -56,20 +68,46 @@ static inline uint64_t emp__now(struct emp_endpoint *ep)
 	return ep->clock ? ep->clock(ep->clock_arg) : emp_now_ns();
 }
 
-/* Drive the engine if nobody else is; returns completions seen. */
+/* Drive the engine if nobody else is; returns completions seen. Completed
+ * requests go to the completion hook, sleeping emp_wait callers are woken. */
 int emp__drive(struct emp_endpoint *ep);
 /* the same from a thread that has just posted (a held ack may wait for its reply) */
 int emp__drive_post(struct emp_endpoint *ep);
 /* the same for a spinning caller: skips the engine when nothing is waiting */
 int emp__drive_spin(struct emp_endpoint *ep);
-/* spinning threads yield the CPU this often (a peer may share it) */
+/* the same before a thread sleeps: nothing is held back for a reply (nobody
+ * would send it before the ack hold ran out) */
+int emp__drive_sleep(struct emp_endpoint *ep);
+/* the same, waiting for the engine lock rather than leaving it to its holder */
+int emp__drive_sure(struct emp_endpoint *ep);
+/* emp_wait/emp_wait_any on emp_wait_for (wait.c): index of a done request or -ETIMEDOUT */
+int emp__wait_reqs(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns);
+/* the calling thread batches its posts (emp_defer) */
+int emp__deferring(struct emp_endpoint *ep);
+/* nonzero while this thread runs the completion hook (inside a drive) */
+extern __thread int emp__tl_dispatch;
+/* spinning threads yield the CPU at least this often (a peer may share it);
+ * the interval grows while yields find nobody else to run */
 #define EMP__YIELD_NS 1000ull
-/* Tell sleeping waiters and the hook that descriptors completed. */
-void emp__notify(struct emp_endpoint *ep);
+#define EMP__YIELD_MAX_NS 64000ull
+/* deferred posts leave at most this long after the first (progress thread),
+ * or when this many posts or bytes have gathered */
+#define EMP__DEFER_NS 200000ull
+#define EMP__DEFER_MAX 32u
+#define EMP__DEFER_BYTES 65536u
+/* a thread busy with I/O drives the engine when frames wait and nobody did
+ * for this long (emp_progress_due) */
+#define EMP__DUE_NS 100000ull
+/* the progress thread takes the device over when no thread has looked at it
+ * for this long */
+#define EMP__TAKEOVER_NS 1000000ull
 void emp__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int emp__progress_start(struct emp_endpoint *ep);
 void emp__progress_stop(struct emp_endpoint *ep);
-void emp__progress_kick(struct emp_endpoint *ep);
+/* a thread left emp_wait_for: a progress thread in a long sleep shortens it */
+void emp__progress_exit_seen(struct emp_endpoint *ep);
+/* a thread looked at the device (left a wait, or drove once with emp_progress) */
+void emp__looked(struct emp_endpoint *ep, uint64_t now);
 
 /* Interface toward the cluster: from opts, $EMP_IFNAME, the config or routing. */
 int emp__resolve_ifname(const struct emp_conf *c, char *out, size_t outlen);

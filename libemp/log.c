@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "sys.h"
 #include "stats.h"
 
 static int level = -1;
@@ -37,7 +38,7 @@ void emp__log(int lvl, const char *fmt, ...)
 		n = (int)sizeof(buf) - 7;
 	buf[0] = 'e', buf[1] = 'm', buf[2] = 'p', buf[3] = ':', buf[4] = ' ';
 	buf[5 + n] = '\n';
-	ssize_t w = write(2, buf, (size_t)n + 6);
+	ssize_t w = emp__sys_write(2, buf, (size_t)n + 6);
 	(void)w;
 	errno = saved;
 }

@@ -1,53 +1,97 @@
-/* progress.c: the progress thread: a libev loop that drives the engine on frames and timers and sleeps when idle. */
+/* progress.c: the progress thread: keeps the engine's timers, and drives the device only while no application thread does. */
+/*
+ * Application threads that wait (emp_wait_for) drive the engine themselves:
+ * they spin on the device ring, then sleep in a kernel wait that holds the
+ * device fd, and a completion goes straight from the engine to the socket
+ * that owns it in the thread that polled. The progress thread stays off that
+ * path. It keeps the engine's timers (retransmissions, hellos, probes; the
+ * short ack timers only while nobody else polls) and looks around on a tick:
+ *
+ *  - standby (device not watched): some thread is inside emp_wait_for, or one
+ *    left it less than EMP__TAKEOVER_NS ago. Frames are the threads' business;
+ *    this thread never wakes for them.
+ *  - takeover (device watched): no thread has looked at the device for
+ *    EMP__TAKEOVER_NS (the application computes, or sleeps somewhere else). It
+ *    drives on every frame, so acks and retransmissions continue, until a
+ *    thread polls again (the first frame after that hands the device back).
+ *
+ * The tick runs every millisecond while threads come and go or nobody looks;
+ * while they stay asleep in their own waits (or this thread watches the
+ * device) it doubles up to 100 ms (an idle process wakes ten times a second),
+ * and the next thread that leaves a wait pulls it back with one kick
+ * (emp__progress_exit_seen). Deferred posts older than EMP__DEFER_NS
+ * are sent from the tick as well, so a reply leaves even when its application
+ * does not come back to its loop.
+ */
 #include <errno.h>
 #include <ev.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
-#include <sys/socket.h>
-#include <poll.h>
 #include <stdio.h>
-#include <unistd.h>
+#include "sys.h"
 #include "internal.h"
 #include "stats.h"
 
 struct emp_progress {
 	struct emp_endpoint *ep;
 	struct ev_loop *loop;
-	ev_io io;
-	ev_io tio;                  /* timerfd: engine deadlines at ns precision (libev's own timers round to ms) */
+	ev_io io;                   /* the device: on only in takeover */
+	ev_io tio;                  /* timerfd: short engine deadlines at ns precision */
 	int tfd;
 	uint64_t armed;             /* deadline the timerfd is set to, UINT64_MAX none */
-	ev_timer tm;                /* backstop and spin recheck */
+	ev_timer tm;                /* the engine's next deadline (ms precision is fine) */
+	ev_timer tick;              /* looking around: takeover, deferred posts */
 	ev_async kick, stop;
 	pthread_t thr;
-	int io_off;                 /* device watch paused while an application thread spins */
-	int completions, idle_wakeups, dev_failed;
 	int fd;
+	int watching;               /* takeover: the device fd is in our loop */
+	int deep;                   /* the tick is long: the next exit kicks */
+	double tick_s;
+	unsigned exits_seen;
+	int completions, idle_wakeups, dev_failed;
+	uint64_t dev_retry_at;       /* a failing device is watched again from then on */
 };
 
-#define SPIN_RECHECK 0.001      /* seconds between looks while a waiter spins */
-#define NEAR_NS 500000ull       /* deadlines nearer than this get the precise timerfd */
+#define TICK_MIN 0.001
+#define TICK_MAX 0.1
+#define NEAR_NS 500000ull       /* short deadlines nearer than this get the precise timerfd */
 
+static int polling(struct emp_endpoint *ep)
+{
+	return __atomic_load_n(&ep->spinners, __ATOMIC_SEQ_CST) + __atomic_load_n(&ep->dev_sleepers, __ATOMIC_SEQ_CST);
+}
 
-static void rearm(struct emp_progress *pg)
+static int others_look(struct emp_endpoint *ep, uint64_t now)
+{
+	return polling(ep) > 0 || now - __atomic_load_n(&ep->last_exit_ns, __ATOMIC_RELAXED) < EMP__TAKEOVER_NS;
+}
+
+static void watch(struct emp_progress *pg, int on)
+{
+	if (pg->fd < 0 || pg->watching == on || (on && emp__now(pg->ep) < pg->dev_retry_at))
+		return;
+	if (on)
+		ev_io_start(pg->loop, &pg->io);
+	else
+		ev_io_stop(pg->loop, &pg->io);
+	pg->watching = on;
+}
+
+static void rearm(struct emp_progress *pg, uint64_t now)
 {
 	struct emp_endpoint *ep = pg->ep;
 	uint64_t dl = emp__fw_next_deadline(ep->fw), fine = emp__fw_next_fine_deadline(ep->fw);
-	if (ep->wire) {
-		uint64_t w = emp_sim_wire_next_event(ep->wire);
+	if (ep->ops->next_event) {
+		uint64_t w = ep->ops->next_event(ep->dev);
 		if (w < dl)
 			dl = w;
 	}
-	if (pg->tfd >= 0 && !ep->clock) {
-		/* setting a timer costs a system call and an hrtimer (dear under a
-		 * hypervisor): only for the short timers (delayed and held acks)
-		 * when near, and only when the deadline moved earlier or the armed
-		 * one has passed; retransmit timeouts (>= 1 ms) are fine with
-		 * libev's ms timer (a near retransmit deadline, pushed back by every
-		 * ack under a stream, set the timerfd again and again: 4 % of the CPU) */
-		uint64_t now = emp__now(ep);
+	if (pg->tfd >= 0 && !ep->clock && !others_look(ep, now)) {
+		/* the short timers (held and delayed acks) are ours only while
+		 * nobody else polls; a timer costs a system call and an hrtimer,
+		 * so only when near and earlier than the one already set */
 		if (fine != UINT64_MAX && fine < now + NEAR_NS && (fine < pg->armed || pg->armed <= now)) {
 			struct itimerspec its;
 			memset(&its, 0, sizeof(its));
@@ -61,39 +105,55 @@ static void rearm(struct emp_progress *pg)
 		if (pg->armed > now && pg->armed <= dl)
 			dl = UINT64_MAX;   /* the timerfd comes first; its event rearms */
 	}
-	/* backstop: look at least every 10 ms */
-	uint64_t now = emp__now(ep);
-	double after = dl > now ? (double)(dl - now) / 1e9 : 0.0;
-	if (after > 0.01)
-		after = 0.01;
 	ev_timer_stop(pg->loop, &pg->tm);
-	ev_timer_set(&pg->tm, after, 0.0);
-	ev_timer_start(pg->loop, &pg->tm);
+	if (dl != UINT64_MAX && others_look(ep, now) && dl < now + EMP__TAKEOVER_NS)
+		dl = now + EMP__TAKEOVER_NS;      /* the polling threads run the near timers */
+	if (dl != UINT64_MAX) {
+		double after = dl > now ? (double)(dl - now) / 1e9 : 0.0;
+		ev_timer_set(&pg->tm, after > TICK_MAX ? TICK_MAX : after, 0.0);
+		ev_timer_start(pg->loop, &pg->tm);
+	}
 }
 
-static void on_event(struct ev_loop *loop, struct emp_progress *pg)
+/* One look: take the device over or hand it back, drive when it is ours or
+ * a timer or old deferred posts call for it. */
+static void step(struct emp_progress *pg, int timer)
 {
 	struct emp_endpoint *ep = pg->ep;
-	if (__atomic_load_n(&ep->spinning, __ATOMIC_SEQ_CST) > 0) {
-		/* a waiting thread drives the engine itself (spinning or blocked on
-		 * the device): waking for every frame would only take the CPU from
-		 * it; look again in a millisecond */
-		if (!pg->io_off && pg->fd >= 0) {
-			ev_io_stop(loop, &pg->io);
-			__atomic_store_n(&pg->io_off, 1, __ATOMIC_SEQ_CST);
-		}
-		ev_timer_stop(loop, &pg->tm);
-		ev_timer_set(&pg->tm, SPIN_RECHECK, 0.0);
-		ev_timer_start(loop, &pg->tm);
-		return;
-	}
-	if (pg->io_off) {
-		__atomic_store_n(&pg->io_off, 0, __ATOMIC_SEQ_CST);
-		ev_io_start(loop, &pg->io);
-	}
-	if (emp__drive(ep) > 0)
+	uint64_t now = emp__now(ep);
+	watch(pg, !others_look(ep, now));     /* nobody looks: frames wake us */
+	uint64_t d0 = __atomic_load_n(&ep->deferred_t0, __ATOMIC_RELAXED);
+	int old_defer = d0 && now - d0 >= EMP__DEFER_NS;
+	/* a thread that polls runs the engine's timers too (every drive does);
+	 * ours only when nobody did for a while: a deadline long past */
+	uint64_t dl = emp__fw_next_deadline(ep->fw);
+	int late = timer && (!others_look(ep, now) || (dl != UINT64_MAX && now > dl + EMP__TAKEOVER_NS));
+	if ((pg->watching || late || old_defer) && emp__drive(ep) > 0)
 		pg->completions++;
-	rearm(pg);
+	rearm(pg, emp__now(ep));
+}
+
+static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct emp_progress *pg = w->data;
+	struct emp_endpoint *ep = pg->ep;
+	unsigned exits = __atomic_load_n(&ep->exits, __ATOMIC_RELAXED);
+	if (exits != pg->exits_seen || __atomic_load_n(&ep->deferred, __ATOMIC_RELAXED)) {
+		pg->exits_seen = exits;
+		pg->tick_s = TICK_MIN;          /* threads come and go: stay near */
+	} else if (!polling(ep) && !pg->watching) {
+		pg->tick_s = TICK_MIN;          /* nobody looks yet: the next tick takes over */
+	} else if (pg->tick_s < TICK_MAX) {
+		pg->tick_s *= 2;                /* nothing moved: look less often */
+		if (pg->tick_s > TICK_MAX)
+			pg->tick_s = TICK_MAX;
+		if (pg->tick_s > 4 * TICK_MIN)
+			__atomic_store_n(&pg->deep, 1, __ATOMIC_SEQ_CST);
+	}
+	step(pg, 0);
+	ev_timer_stop(loop, &pg->tick);
+	ev_timer_set(&pg->tick, pg->tick_s, 0.0);
+	ev_timer_start(loop, &pg->tick);
 }
 
 /* The device fd may report an error rather than frames: AF_PACKET sets
@@ -102,25 +162,22 @@ static void on_event(struct ev_loop *loop, struct emp_progress *pg)
  * pending error (the next frames arrive normally once the link is back), and
  * if the fd keeps failing, stop watching it and look again every 100 ms
  * instead of spinning. */
-static void check_device(struct ev_loop *loop, struct emp_progress *pg)
+static void check_device(struct emp_progress *pg)
 {
 	struct pollfd p = { pg->fd, POLLIN, 0 };
-	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+	if (emp__sys_ppoll(&p, 1, 0, NULL) <= 0 || !(p.revents & (POLLERR | POLLHUP | POLLNVAL)))
 		return;
 	int err = 0;
 	socklen_t len = sizeof(err);
-	getsockopt(pg->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	emp__sys_getsockopt(pg->fd, SOL_SOCKET, SO_ERROR, &err, &len);
 	p.revents = 0;
-	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL))) {
+	if (emp__sys_ppoll(&p, 1, 0, NULL) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL))) {
 		if (!pg->dev_failed)
 			fprintf(stderr, "emp: device error (%s): interface down or gone; retrying every 100 ms\n",
 				err ? strerror(err) : "hangup");
+		watch(pg, 0);
 		pg->dev_failed = 1;
-		ev_io_stop(loop, &pg->io);
-		__atomic_store_n(&pg->io_off, 1, __ATOMIC_SEQ_CST);
-		ev_timer_stop(loop, &pg->tm);
-		ev_timer_set(&pg->tm, 0.1, 0.0);
-		ev_timer_start(loop, &pg->tm);
+		pg->dev_retry_at = emp__now(pg->ep) + 100000000ull;
 	}
 }
 
@@ -128,12 +185,12 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct emp_progress *pg = w->data;
 	int before = pg->completions;
-	on_event(loop, pg);
+	step(pg, 0);
 	if (pg->completions != before)
 		pg->idle_wakeups = pg->dev_failed = 0;
 	else if (++pg->idle_wakeups >= 64) {
 		pg->idle_wakeups = 0;
-		check_device(loop, pg);
+		check_device(pg);
 	}
 }
 
@@ -141,13 +198,27 @@ static void tio_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct emp_progress *pg = w->data;
 	uint64_t n;
-	if (read(pg->tfd, &n, sizeof(n)) < 0)
+	if (emp__sys_read(pg->tfd, &n, sizeof(n)) < 0)
 		n = 0;
 	pg->armed = UINT64_MAX;
-	on_event(loop, pg);
+	step(pg, 1);
 }
-static void tm_cb(struct ev_loop *loop, ev_timer *w, int revents) { on_event(loop, w->data); }
-static void kick_cb(struct ev_loop *loop, ev_async *w, int revents) { on_event(loop, w->data); }
+
+static void tm_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	step(w->data, 1);
+}
+
+static void kick_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct emp_progress *pg = w->data;
+	pg->tick_s = TICK_MIN;
+	ev_timer_stop(loop, &pg->tick);
+	ev_timer_set(&pg->tick, pg->tick_s, 0.0);
+	ev_timer_start(loop, &pg->tick);
+	step(pg, 0);
+}
+
 static void stop_cb(struct ev_loop *loop, ev_async *w, int revents) { ev_break(loop, EVBREAK_ALL); }
 
 static void *run(void *arg)
@@ -174,10 +245,10 @@ int emp__progress_start(struct emp_endpoint *ep)
 		emp__set_error("emp: cannot create the progress loop");
 		return -ENOMEM;
 	}
-	int fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
-	pg->fd = fd;
+	pg->fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
 	pg->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	pg->armed = UINT64_MAX;
+	pg->tick_s = TICK_MIN;
 	if (pg->tfd >= 0) {
 		ev_io_init(&pg->tio, tio_cb, pg->tfd, EV_READ);
 		pg->tio.data = pg;
@@ -185,25 +256,25 @@ int emp__progress_start(struct emp_endpoint *ep)
 	}
 	ev_init(&pg->tm, tm_cb);
 	pg->tm.data = pg;
-	if (fd >= 0) {
-		ev_io_init(&pg->io, io_cb, fd, EV_READ);
+	ev_init(&pg->tick, tick_cb);
+	pg->tick.data = pg;
+	ev_timer_set(&pg->tick, pg->tick_s, 0.0);
+	ev_timer_start(pg->loop, &pg->tick);
+	if (pg->fd >= 0) {
+		ev_io_init(&pg->io, io_cb, pg->fd, EV_READ);
 		pg->io.data = pg;
-		ev_io_start(pg->loop, &pg->io);
 	}
 	ev_async_init(&pg->kick, kick_cb);
 	pg->kick.data = pg;
 	ev_async_start(pg->loop, &pg->kick);
 	ev_async_init(&pg->stop, stop_cb);
 	ev_async_start(pg->loop, &pg->stop);
-	/* poll at least every 10 ms even if a wakeup is missed */
-	ev_timer_set(&pg->tm, 0.01, 0.0);
-	ev_timer_start(pg->loop, &pg->tm);
 	emp__stats_attach(ep, pg->loop);   /* statistics segment updates */
 	ep->prog = pg;
 	if (pthread_create(&pg->thr, NULL, run, pg)) {
 		ev_loop_destroy(pg->loop);
 		if (pg->tfd >= 0)
-			close(pg->tfd);
+			emp__sys_close(pg->tfd);
 		free(pg);
 		ep->prog = NULL;
 		emp__set_error("emp: cannot start the progress thread");
@@ -212,21 +283,11 @@ int emp__progress_start(struct emp_endpoint *ep)
 	return 0;
 }
 
-/* A thread that spun and now blocks outside libemp (the shim's poll and
- * epoll): the progress thread paused its device watch while it spun and would
- * otherwise look again only after SPIN_RECHECK, leaving frames unprocessed for
- * up to a millisecond. */
-void emp_progress_resume(emp_endpoint_t *ep)
+void emp__progress_exit_seen(struct emp_endpoint *ep)
 {
-	struct emp_progress *pg = ep ? ep->prog : NULL;
-	if (pg && __atomic_load_n(&pg->io_off, __ATOMIC_SEQ_CST) && !__atomic_load_n(&ep->spinning, __ATOMIC_SEQ_CST))
+	struct emp_progress *pg = ep->prog;
+	if (pg && __atomic_load_n(&pg->deep, __ATOMIC_RELAXED) && __atomic_exchange_n(&pg->deep, 0, __ATOMIC_SEQ_CST))
 		ev_async_send(pg->loop, &pg->kick);
-}
-
-void emp__progress_kick(struct emp_endpoint *ep)
-{
-	if (ep->prog)
-		ev_async_send(ep->prog->loop, &ep->prog->kick);
 }
 
 void emp__progress_stop(struct emp_endpoint *ep)
@@ -236,7 +297,7 @@ void emp__progress_stop(struct emp_endpoint *ep)
 	pthread_join(pg->thr, NULL);
 	ev_loop_destroy(pg->loop);
 	if (pg->tfd >= 0)
-		close(pg->tfd);
+		emp__sys_close(pg->tfd);
 	free(pg);
 	ep->prog = NULL;
 }

@@ -2,12 +2,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <poll.h>
-#include <sched.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include "internal.h"
 
 static inline uint32_t idx_of(struct emp_endpoint *ep, emp_req_t *r)
@@ -126,6 +120,18 @@ int emp_start(emp_endpoint_t *ep, emp_req_t *d)
 	d->result = 0;
 	__atomic_store_n(&d->stat, EMP_DS_POSTED, __ATOMIC_RELEASE);
 	mb_push(ep, idx_of(ep, d));
+	if (emp__tl_dispatch)
+		return 0;              /* the drive that runs the hook takes it next */
+	if (emp__deferring(ep)) {
+		/* batching: the engine takes it at the next drive (a wait, a flush,
+		 * a full batch, or the progress thread's bound) */
+		unsigned n = __atomic_add_fetch(&ep->deferred, 1, __ATOMIC_RELAXED);
+		uint64_t b = __atomic_add_fetch(&ep->deferred_bytes, d->len, __ATOMIC_RELAXED);
+		if (n == 1)
+			__atomic_store_n(&ep->deferred_t0, emp__now(ep), __ATOMIC_RELAXED);
+		if (n < EMP__DEFER_MAX && b < EMP__DEFER_BYTES)
+			return 0;
+	}
 	emp__drive_post(ep);
 	return 0;
 }
@@ -191,8 +197,10 @@ int emp_req_free(emp_endpoint_t *ep, emp_req_t *d)
 	return 0;
 }
 
-void emp_req_set_user(emp_req_t *req, void *user) { req->user = user; }
-void *emp_req_user(emp_req_t *req) { return req->user; }
+/* atomic: a completion hook in another thread may read it while the owner
+ * clears it (a connection being torn down) */
+void emp_req_set_user(emp_req_t *req, void *user) { __atomic_store_n(&req->user, user, __ATOMIC_RELEASE); }
+void *emp_req_user(emp_req_t *req) { return __atomic_load_n(&req->user, __ATOMIC_ACQUIRE); }
 
 /* Reap a descriptor the engine finished: 1, with st filled. */
 static int reap(struct emp_endpoint *ep, emp_req_t *d, struct emp_status *st)
@@ -216,6 +224,16 @@ static int done(emp_req_t *d)
 	return __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
 }
 
+int emp_reap(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	uint32_t s = __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE);
+	if (s == EMP_DS_DONE)
+		return reap(ep, d, st);
+	return s == EMP_DS_POSTED ? 0 : -EINVAL;
+}
+
 int emp_test(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st)
 {
 	if (!valid_req(ep, d))
@@ -228,101 +246,6 @@ int emp_test(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st)
 	return done(d) ? reap(ep, d, st) : 0;
 }
 
-static __thread int wake_efd = -1;
-
-static int thread_wake_fd(void)
-{
-	if (wake_efd < 0)
-		wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	return wake_efd;
-}
-
-static int first_done(emp_req_t **reqs, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (reqs[i] && done(reqs[i]))
-			return i;
-	return -1;
-}
-
-/* Sleep until the device has frames, another thread completes something for
- * us (our eventfd), or the engine's next deadline; at most 10 ms. */
-static void block(struct emp_endpoint *ep, emp_req_t **reqs, int n, uint64_t now, uint64_t end)
-{
-	struct emp_waiter w = { thread_wake_fd(), NULL };
-	pthread_mutex_lock(&ep->wait_mu);
-	w.next = ep->waiters;
-	ep->waiters = &w;
-	__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&ep->wait_mu);
-	if (first_done(reqs, n) < 0) {
-		uint64_t until = emp__fw_next_deadline(ep->fw);
-		if (end < until)
-			until = end;
-		if (until > now + 10000000ull || ep->clock)
-			until = now + 10000000ull;
-		uint64_t d = until > now ? until - now : 0;
-		struct timespec ts = { (time_t)(d / 1000000000ull), (long)(d % 1000000000ull) };
-		struct pollfd pfd[2] = { { ep->dev_fd, POLLIN, 0 }, { w.efd, POLLIN, 0 } };
-		ppoll(pfd, 2, &ts, NULL);
-		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
-			/* the interface went down or away: take the error, and sleep
-			 * on our own eventfd rather than spin on a failing device */
-			int err;
-			socklen_t el = sizeof(err);
-			getsockopt(ep->dev_fd, SOL_SOCKET, SO_ERROR, &err, &el);
-			struct timespec nap = { 0, d < 100000000ull ? (long)d : 100000000L };
-			ppoll(&pfd[1], 1, &nap, NULL);
-		}
-	}
-	pthread_mutex_lock(&ep->wait_mu);
-	struct emp_waiter **pp = &ep->waiters;
-	while (*pp && *pp != &w)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = w.next;
-	__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&ep->wait_mu);
-	uint64_t v;
-	if (w.efd >= 0 && read(w.efd, &v, sizeof(v)) < 0)
-		v = 0;
-}
-
-/* Wait for any of reqs. The waiting thread drives the engine itself: it
- * spins for spin_us, then blocks on the device and its own wake eventfd;
- * meanwhile the progress thread stands back (see progress.c). */
-static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns)
-{
-	uint64_t t0 = emp__now(ep), now = t0;
-	uint64_t end = timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ns;
-	uint64_t spin_end = t0 + ep->spin_ns, yielded = t0;
-	unsigned iter = 0;
-	int got;
-	__atomic_add_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
-	for (;;) {
-		got = first_done(reqs, n);
-		if (got < 0 && (++iter & 15) == 0) {
-			/* every 16 turns read the clock, and every few microseconds let
-			 * a thread that shares our CPU (the peer process on a small
-			 * host) run: spinning against it would cost a whole time slice */
-			now = emp__now(ep);
-			if (now - yielded >= EMP__YIELD_NS) {
-				sched_yield();
-				yielded = now;
-			}
-		}
-		if (got >= 0 || now >= end)
-			break;
-		emp__drive_spin(ep);
-		if (now >= spin_end && ep->dev_fd >= 0 && first_done(reqs, n) < 0) {
-			block(ep, reqs, n, now, end);
-			now = emp__now(ep);
-		}
-	}
-	__atomic_sub_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);
-	return got >= 0 ? got : -ETIMEDOUT;
-}
-
 int emp_wait(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st, int64_t timeout_ns)
 {
 	if (!valid_req(ep, d))
@@ -330,7 +253,7 @@ int emp_wait(emp_endpoint_t *ep, emp_req_t *d, struct emp_status *st, int64_t ti
 	uint32_t s = __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE);
 	if (s != EMP_DS_POSTED && s != EMP_DS_DONE)
 		return -EINVAL;
-	int rc = wait_many(ep, &d, 1, timeout_ns);
+	int rc = emp__wait_reqs(ep, &d, 1, timeout_ns);
 	if (rc == -ETIMEDOUT)
 		return 0;
 	return rc < 0 ? rc : reap(ep, d, st);
@@ -343,7 +266,7 @@ int emp_wait_any(emp_endpoint_t *ep, emp_req_t **reqs, int n, struct emp_status 
 	for (int i = 0; i < n; i++)
 		if (reqs[i] && !valid_req(ep, reqs[i]))
 			return -EINVAL;
-	int rc = wait_many(ep, reqs, n, timeout_ns);
+	int rc = emp__wait_reqs(ep, reqs, n, timeout_ns);
 	if (rc >= 0)
 		reap(ep, reqs[rc], st);
 	return rc;
@@ -356,12 +279,7 @@ int emp_cancel(emp_endpoint_t *ep, emp_req_t *d)
 	if (__atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_POSTED)
 		return done(d) ? -EBUSY : -EINVAL;
 	mb_push(ep, idx_of(ep, d) | EMP_MB_CANCEL);
-	/* take the engine lock (not trylock) so the cancel is seen before we answer */
-	pthread_mutex_lock(&ep->eng_lock);
-	int n = emp__fw_poll(ep->fw, emp__now(ep));
-	pthread_mutex_unlock(&ep->eng_lock);
-	if (n)
-		emp__notify(ep);
+	emp__drive_sure(ep);      /* the cancel is seen before we answer */
 	if (done(d) && d->result == -ECANCELED)
 		return 0;
 	return -EBUSY;

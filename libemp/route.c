@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "sys.h"
 #include "internal.h"
 
 /* Name of the interface holding IPv4 address ip (network order). */
@@ -32,15 +33,15 @@ static int ifname_of_ip(uint32_t ip, char *out, size_t outlen)
 /* Local address the kernel would use toward ip (no packet is sent). */
 static int route_src(uint32_t ip, uint32_t *src)
 {
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int s = emp__sys_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = ip };
 	socklen_t len = sizeof(a);
-	int rc = connect(s, (struct sockaddr *)&a, sizeof(a));
+	int rc = emp__sys_connect(s, (struct sockaddr *)&a, sizeof(a));
 	if (rc == 0)
 		rc = getsockname(s, (struct sockaddr *)&a, &len);
-	close(s);
+	emp__sys_close(s);
 	if (rc < 0)
 		return -errno;
 	*src = a.sin_addr.s_addr;

@@ -1,24 +1,41 @@
-/* epoll.c: epoll_create/ctl/wait/pwait with EMP sockets inside real kernel epoll sets. */
+/* epoll.c: epoll_create/ctl/wait/pwait: EMP sockets on in-memory ready lists beside the application's real kernel epoll set. */
 /*
  * The application's epoll fd stays a real kernel epoll. Kernel fds (and
  * tracked sockets that are still plain kernel sockets) are registered in it
- * directly. For EMP sockets (and non-blocking connects being negotiated) each
- * application epoll set gets one private inner epoll (iep), registered in the
- * application's set with a random 64-bit cookie as its data. The inner set
- * holds, per registration, the socket's eventfd (written on every stream state
- * change; never drained, always EPOLLET, so every change is one edge in every
- * set that holds it) and the socket's kernel fd (EOF/RST = peer died).
- * epoll_wait: harvest edges from the inner set, compute each registration's
- * readiness from stream state (level-triggered: every call; EPOLLET: only after
- * an edge; EPOLLONESHOT: disarmed until EPOLL_CTL_MOD), merge with the kernel
- * events, and drop the cookie. The inner set is readable only while an edge is
- * unharvested, so an application blocked in the real epoll_wait (or in an
- * outer epoll holding this one) wakes exactly when an EMP socket changed.
+ * directly. EMP sockets (and non-blocking connects being negotiated) are kept
+ * in the set's own bookkeeping instead: when a socket's readiness changes
+ * (es__sock_update, called from the completion hook in whichever thread drove
+ * the engine, or from the application's own read/write), each of its
+ * registrations goes on its set's in-memory ready list. Three entries of ours
+ * sit in the kernel set, registered once, with data = cookie + 0/1/2:
+ *
+ *   DEV   the engine's device fd (EPOLLEXCLUSIVE): frames wake one sleeper,
+ *         which drives the engine itself;
+ *   LIVE  the liveness set (ready.c): an EMP peer's kernel socket saw EOF/RST,
+ *         or a connect finished;
+ *   WAKE  the set's eventfd, written only when a socket became ready for a set
+ *         one of whose threads sleeps (and nobody wrote it since), or when the
+ *         set is itself inside another epoll set.
+ *
+ * epoll_wait: drive the engine (the replies the last round deferred leave
+ * now, arriving frames are processed), take the ready list (level-triggered:
+ * a registration stays while its socket is ready; EPOLLET: reported once per
+ * edge; EPOLLONESHOT: disarmed until EPOLL_CTL_MOD), and look at the kernel
+ * fds now and then; with nothing ready, wait with libemp's primitive: spin,
+ * then sleep in the real epoll_wait, which returns kernel events as they are.
+ * Computing readiness costs no system call; a request costs none but the
+ * batched send (and the sleep, when there is nothing to do).
+ *
+ * Locks: ep_lock (structure: sets, registrations, s->epregs) before s->lock
+ * before set->lock (a set's ready list). The completion path takes only
+ * s->lock and set->lock.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "es.h"
@@ -30,27 +47,130 @@ struct es_epreg {
 	int fd;
 	uint32_t events;
 	epoll_data_t data;
-	int emulated, pending, disabled;
-	int xfd;                          /* dup of the socket's eventfd if needed */
+	int emulated;                     /* on our ready lists, not in the kernel set */
+	int disabled;                     /* EPOLLONESHOT reported; until EPOLL_CTL_MOD */
+	int pending;                      /* an edge since the last report (EPOLLET) */
+	int queued;                       /* on set->ready (set->lock) */
 	struct es_epreg *snext;           /* in s->epregs */
 	struct es_epreg *next;            /* in set->regs */
+	struct es_epreg *rnext, *rprev;   /* in the ready list */
 };
 
 struct es_epset {
 	int kind;                         /* ES_KIND_EPSET */
-	unsigned gen;                     /* inherited across fork: the inner set is shared, hands off */
-	int epfd, iep;
+	unsigned gen;                     /* inherited across fork: the parent's, hands off */
+	int epfd;
+	int efd;                          /* WAKE */
+	int armed;                        /* DEV, LIVE, WAKE are in the kernel set */
+	int dev_in;                       /* DEV is (the engine may come later) */
+	int nemu;                         /* emulated registrations */
+	int nested;                       /* this epoll fd sits in other epoll sets */
+	int refs, dead;                   /* ep_lock: waits in progress; closed */
 	struct es_epreg *regs;
+	pthread_mutex_t lock;             /* the ready list */
+	struct es_epreg *rhead, *rtail;
+	atomic_int nready;
+	atomic_int sleepers;              /* threads about to sleep or asleep on it */
+	atomic_int signaled;              /* efd written, not yet drained */
+	unsigned kskip;                   /* epoll_waits answered from the ready list alone */
+	int64_t klook_ns;                 /* the kernel fds' last look */
 };
 
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t cookie;
+#define C_DEV 0
+#define C_LIVE 1
+#define C_WAKE 2
+#define KLOOK_EVERY 8                     /* kernel fds looked at every 8th answer ... */
+#define KLOOK_NS 1000000                  /* ... or after 1 ms */
+
+static int internal(uint64_t data) { return data - cookie < 3; }
 
 static int emu_state(struct es_sock *s)
 {
 	return s->kind == ES_KIND_SOCK && (s->state == ES_CONNECTING || s->state == ES_EMP ||
 					  s->state == ES_FAILED || s->state == ES_FOREIGN);
 }
+
+static uint32_t want_of(const struct es_epreg *r)
+{
+	return (r->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) | EPOLLERR | EPOLLHUP;
+}
+
+/* ---- the ready list (set->lock) ---- */
+
+static void rq_add(struct es_epset *set, struct es_epreg *r)
+{
+	if (r->queued)
+		return;
+	r->queued = 1;
+	r->rnext = NULL;
+	r->rprev = set->rtail;
+	if (set->rtail)
+		set->rtail->rnext = r;
+	else
+		set->rhead = r;
+	set->rtail = r;
+	atomic_fetch_add(&set->nready, 1);
+}
+
+static void rq_del(struct es_epset *set, struct es_epreg *r)
+{
+	if (!r->queued)
+		return;
+	if (r->rprev)
+		r->rprev->rnext = r->rnext;
+	else
+		set->rhead = r->rnext;
+	if (r->rnext)
+		r->rnext->rprev = r->rprev;
+	else
+		set->rtail = r->rprev;
+	r->queued = 0;
+	atomic_fetch_sub(&set->nready, 1);
+}
+
+static void set_signal(struct es_epset *set)
+{
+	if (!atomic_exchange(&set->signaled, 1)) {
+		uint64_t one = 1;
+		R_(write)(set->efd, &one, 8);
+	}
+}
+
+static void set_drain(struct es_epset *set)
+{
+	if (atomic_exchange(&set->signaled, 0)) {
+		uint64_t v;
+		if (R_(read)(set->efd, &v, 8) < 0)
+			v = 0;
+	}
+}
+
+/* r's socket is ready for it (or had an edge): onto the list; the set's
+ * sleeper, if any, is woken once. s->lock held. */
+static void push(struct es_epreg *r, int edge)
+{
+	struct es_epset *set = r->set;
+	pthread_mutex_lock(&set->lock);
+	if (edge)
+		r->pending = 1;
+	rq_add(set, r);
+	int wake = atomic_load(&set->sleepers) > 0 || set->nested;
+	pthread_mutex_unlock(&set->lock);
+	if (wake)
+		set_signal(set);
+}
+
+void es__ep_ready(struct es_sock *s, unsigned ev, int edge)
+{
+	for (struct es_epreg *r = s->epregs; r; r = r->snext)
+		if (r->emulated && !r->disabled && (ev & want_of(r)))
+			push(r, 1);
+	(void)edge;   /* new bits or an edge: either is an edge for EPOLLET */
+}
+
+/* ---- sets ---- */
 
 static struct es_epset *set_get(int epfd, int create)
 {
@@ -59,26 +179,64 @@ static struct es_epset *set_get(int epfd, int create)
 		return set;
 	if (set || !create)
 		return NULL;
-	if (!cookie)
-		cookie = ((uint64_t)rand() << 33) ^ ((uint64_t)es__now_ns() * 0x9e3779b97f4a7c15ull) ^ 0x454d50u;
 	set = calloc(1, sizeof *set);
 	if (!set)
 		return NULL;
 	set->kind = ES_KIND_EPSET;
 	set->gen = es__g.gen;
 	set->epfd = epfd;
-	set->iep = R_(epoll_create1)(EPOLL_CLOEXEC);
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = cookie };
-	if (set->iep < 0 || R_(epoll_ctl)(epfd, EPOLL_CTL_ADD, set->iep, &ev) < 0) {
-		int e = errno;
-		if (set->iep >= 0)
-			R_(close)(set->iep);
-		free(set);
-		errno = e;
-		return NULL;
-	}
+	set->efd = -1;
+	pthread_mutex_init(&set->lock, NULL);
 	es__fd_set(epfd, set);
 	return set;
+}
+
+/* our entries into the kernel set, once (DEV again when the engine came later) */
+static int set_arm(struct es_epset *set)
+{
+	if (!cookie) {
+		uint64_t c = 0;
+		while (getrandom(&c, sizeof c, 0) != sizeof c || c > UINT64_MAX - 3)
+			;
+		cookie = c;
+	}
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (!set->armed) {
+		set->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ev.data.u64 = cookie + C_WAKE;
+		if (set->efd < 0 || R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, set->efd, &ev) < 0) {
+			int e = errno;
+			if (set->efd >= 0)
+				R_(close)(set->efd);
+			set->efd = -1;
+			errno = e;
+			return -1;
+		}
+		int lfd = es__live_fd();
+		ev.data.u64 = cookie + C_LIVE;
+		if (lfd >= 0)
+			R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, lfd, &ev);
+		set->armed = 1;
+	}
+	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
+	if (!set->dev_in && ep && emp_wait_fd(ep) >= 0) {
+		ev.events = EPOLLIN | EPOLLEXCLUSIVE;   /* frames wake one sleeping set, not all */
+		ev.data.u64 = cookie + C_DEV;
+		if (R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd(ep), &ev) < 0) {
+			ev.events = EPOLLIN;
+			R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd(ep), &ev);
+		}
+		set->dev_in = 1;
+	}
+	return 0;
+}
+
+static void set_free(struct es_epset *set)
+{
+	if (set->efd >= 0)
+		R_(close)(set->efd);
+	pthread_mutex_destroy(&set->lock);
+	free(set);
 }
 
 static struct es_epreg *reg_find(struct es_epset *set, int fd)
@@ -89,54 +247,7 @@ static struct es_epreg *reg_find(struct es_epset *set, int fd)
 	return NULL;
 }
 
-/* put r's watch fds into the inner set for the socket's current state */
-static int emu_add(struct es_epreg *r)
-{
-	struct es_sock *s = r->s;
-	struct epoll_event ev;
-	if (s->state == ES_EMP && s->nfd >= 0) {
-		ev.events = EPOLLIN | EPOLLET;
-		ev.data.u64 = (uintptr_t)r;
-		int nfd = s->nfd;
-		if (R_(epoll_ctl)(r->set->iep, EPOLL_CTL_ADD, nfd, &ev) < 0) {
-			if (errno != EEXIST)
-				return -1;
-			r->xfd = R_(fcntl)(nfd, F_DUPFD_CLOEXEC, 0);
-			if (r->xfd < 0 || R_(epoll_ctl)(r->set->iep, EPOLL_CTL_ADD, r->xfd, &ev) < 0)
-				return -1;
-		}
-	}
-	if (s->state == ES_EMP || s->state == ES_CONNECTING) {
-		ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (s->state == ES_CONNECTING ? EPOLLOUT : 0);
-		ev.data.u64 = (uintptr_t)r | 1;
-		R_(epoll_ctl)(r->set->iep, EPOLL_CTL_ADD, r->fd, &ev);
-	}
-	r->emulated = 1;
-	r->pending = 1;
-	return 0;
-}
-
-static void emu_del(struct es_epreg *r)
-{
-	struct es_sock *s = r->s;
-	if (r->set->gen != es__g.gen) {   /* forked child: the parent still uses this inner set */
-		if (r->xfd >= 0)
-			R_(close)(r->xfd);
-		r->xfd = -1;
-		r->emulated = 0;
-		return;
-	}
-	if (r->xfd >= 0) {
-		R_(epoll_ctl)(r->set->iep, EPOLL_CTL_DEL, r->xfd, NULL);
-		R_(close)(r->xfd);
-		r->xfd = -1;
-	} else if (s->nfd >= 0) {
-		R_(epoll_ctl)(r->set->iep, EPOLL_CTL_DEL, s->nfd, NULL);
-	}
-	R_(epoll_ctl)(r->set->iep, EPOLL_CTL_DEL, r->fd, NULL);
-	r->emulated = 0;
-}
-
+/* ep_lock and r->s->lock held */
 static void reg_unlink(struct es_epreg *r)
 {
 	struct es_epreg **pp;
@@ -150,8 +261,20 @@ static void reg_unlink(struct es_epreg *r)
 			*pp = r->snext;
 			break;
 		}
-	r->s->nepregs--;
+	pthread_mutex_lock(&r->set->lock);
+	rq_del(r->set, r);
+	pthread_mutex_unlock(&r->set->lock);
+	if (r->emulated)
+		r->set->nemu--;
 	free(r);
+}
+
+/* the socket's current readiness as an edge for r (just added, modified or
+ * moved onto our lists); ep_lock and s->lock held */
+static void reg_kick(struct es_epreg *r)
+{
+	if (r->emulated && !r->disabled && (atomic_load(&r->s->evmask) & want_of(r)))
+		push(r, 1);
 }
 
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -159,8 +282,20 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (es__tl_in)
 		return R_(epoll_ctl)(epfd, op, fd, ev);
 	struct es_sock *s = es__sock(fd);
-	if (!s)
-		return R_(epoll_ctl)(epfd, op, fd, ev);
+	if (!s) {
+		int r = R_(epoll_ctl)(epfd, op, fd, ev);
+		struct es_epset *inner;
+		if (r == 0 && op == EPOLL_CTL_ADD && (inner = set_get(fd, 0))) {
+			/* an epoll set inside another: its ready list must make its fd
+			 * readable, so the outer wait sees it */
+			pthread_mutex_lock(&ep_lock);
+			inner->nested = 1;
+			if (set_arm(inner) == 0 && atomic_load(&inner->nready))
+				set_signal(inner);
+			pthread_mutex_unlock(&ep_lock);
+		}
+		return r;
+	}
 	if (s->state == ES_PENDING) {
 		es__settle(fd, s, 1);
 		if (!(s = es__sock(fd)))
@@ -178,10 +313,16 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		pthread_mutex_unlock(&ep_lock);
 		return R_(epoll_ctl)(epfd, op, fd, ev);   /* the kernel says why */
 	}
+	es__sock_lock(s);
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		if (r) {
 			e = EEXIST;
+			ret = -1;
+			break;
+		}
+		if (emu_state(s) && set_arm(set) < 0) {
+			e = errno;
 			ret = -1;
 			break;
 		}
@@ -194,27 +335,20 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r->set = set;
 		r->s = s;
 		r->fd = fd;
-		r->xfd = -1;
 		r->events = ev->events;
 		r->data = ev->data;
-		if (emu_state(s)) {
-			if (emu_add(r) < 0) {
-				e = errno;
-				emu_del(r);
-				free(r);
-				ret = -1;
-				break;
-			}
-		} else if ((ret = R_(epoll_ctl)(epfd, op, fd, ev)) < 0) {
+		r->emulated = emu_state(s);
+		if (!r->emulated && (ret = R_(epoll_ctl)(epfd, op, fd, ev)) < 0) {
 			e = errno;
 			free(r);
 			break;
 		}
+		set->nemu += r->emulated;
 		r->next = set->regs;
 		set->regs = r;
 		r->snext = s->epregs;
 		s->epregs = r;
-		s->nepregs++;
+		reg_kick(r);
 		break;
 	case EPOLL_CTL_MOD:
 		if (!r->emulated) {
@@ -225,60 +359,59 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			r->events = ev->events;
 			r->data = ev->data;
 			r->disabled = 0;
-			r->pending = 1;
+			reg_kick(r);
 		}
 		break;
 	case EPOLL_CTL_DEL:
-		if (r->emulated)
-			emu_del(r);
-		else
+		if (!r->emulated)
 			ret = R_(epoll_ctl)(epfd, op, fd, ev), e = errno;
 		reg_unlink(r);
-		r = NULL;   /* freed */
 		break;
 	default:
 		e = EINVAL;
 		ret = -1;
 	}
-	int kick = ret == 0 && r && r->emulated;   /* r may go once ep_lock is released */
+	es__sock_unlock(s);
 	pthread_mutex_unlock(&ep_lock);
-	if (kick) {
-		uint64_t one = 1;
-		if (s->nfd >= 0)
-			R_(write)(s->nfd, &one, 8);   /* make the new state an edge */
-	}
 	errno = e;
 	return ret;
 }
 
-/* state of s changed: move its registrations between direct and emulated */
+/* s's state changed: its registrations move between the kernel set and our
+ * lists (or, for a socket that went to the kernel for good, back to the
+ * kernel set, and the shim forgets them) */
 void es__ep_sock_switched(struct es_sock *s)
 {
+	if (!s->epregs)
+		return;
 	pthread_mutex_lock(&ep_lock);
+	es__sock_lock(s);
 	int final = s->state == ES_CAND;
 	struct es_epreg *r = s->epregs, *nx;
 	for (; r; r = nx) {
 		nx = r->snext;
 		int want = !final && emu_state(s);
 		struct epoll_event ev = { .events = r->events, .data = r->data };
-		if (r->emulated) {
-			emu_del(r);
-			if (want)
-				emu_add(r);
-			else if (!r->disabled)
+		if (r->emulated && !want) {
+			pthread_mutex_lock(&r->set->lock);
+			rq_del(r->set, r);
+			pthread_mutex_unlock(&r->set->lock);
+			r->emulated = 0;
+			r->set->nemu--;
+			if (!r->disabled)
 				R_(epoll_ctl)(r->set->epfd, EPOLL_CTL_ADD, r->fd, &ev);
-		} else if (want) {
+		} else if (!r->emulated && want && set_arm(r->set) == 0) {
 			R_(epoll_ctl)(r->set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
-			emu_add(r);
+			r->emulated = 1;
+			r->set->nemu++;
 		}
 		if (final)
 			reg_unlink(r);
+		else
+			reg_kick(r);
 	}
+	es__sock_unlock(s);
 	pthread_mutex_unlock(&ep_lock);
-	if (!final && s->nfd >= 0) {
-		uint64_t one = 1;
-		R_(write)(s->nfd, &one, 8);
-	}
 }
 
 void es__ep_sock_gone(struct es_sock *s)
@@ -286,12 +419,10 @@ void es__ep_sock_gone(struct es_sock *s)
 	if (!s->epregs)
 		return;
 	pthread_mutex_lock(&ep_lock);
-	while (s->epregs) {
-		struct es_epreg *r = s->epregs;
-		if (r->emulated)
-			emu_del(r);
-		reg_unlink(r);
-	}
+	es__sock_lock(s);
+	while (s->epregs)
+		reg_unlink(s->epregs);
+	es__sock_unlock(s);
 	pthread_mutex_unlock(&ep_lock);
 }
 
@@ -302,140 +433,238 @@ void es__epset_close(int fd, void *o)
 	es__fd_set(fd, NULL);
 	while (set->regs) {
 		struct es_epreg *r = set->regs;
-		if (r->emulated)
-			emu_del(r);
+		struct es_sock *s = r->s;
+		es__sock_lock(s);
 		reg_unlink(r);
+		es__sock_unlock(s);
 	}
-	R_(close)(set->iep);
-	free(set);
+	set->dead = 1;
+	int last = set->refs == 0;
 	pthread_mutex_unlock(&ep_lock);
+	if (last)
+		set_free(set);
 }
 
-/* ep_lock held: harvest edges, then report ready registrations. *settle gets an
- * fd whose non-blocking connect finished (to negotiate without the lock). */
-static int collect(struct es_epset *set, struct epoll_event *out, int max, int *settle)
+/* ---- waiting ---- */
+
+/* ready registrations into out (set->lock taken here); *settle gets an fd
+ * whose non-blocking connect finished (negotiated by the caller, unlocked) */
+static int harvest(struct es_epset *set, struct epoll_event *out, int max, int *settle)
 {
-	struct epoll_event h[64];
-	int n;
-	while ((n = R_(epoll_wait)(set->iep, h, 64, 0)) > 0) {
-		for (int i = 0; i < n; i++) {
-			struct es_epreg *r = (void *)(uintptr_t)(h[i].data.u64 & ~(uint64_t)1);
-			r->pending = 1;
-			if ((h[i].data.u64 & 1) && r->s->state == ES_EMP) {
-				es__sock_lock(r->s);
-				es__kernel_check(r->s);
-				es__sock_unlock(r->s);
-			}
-		}
-		if (n < 64)
-			break;
-	}
 	int k = 0;
-	for (struct es_epreg *r = set->regs; r && k < max; r = r->next) {
-		if (!r->emulated || r->disabled)
-			continue;
+	pthread_mutex_lock(&set->lock);
+	int left = atomic_load(&set->nready);
+	for (struct es_epreg *r = set->rhead, *nx; r && k < max && left-- > 0; r = nx) {
+		nx = r->rnext;
 		struct es_sock *s = r->s;
-		unsigned ev;
-		if (s->state == ES_CONNECTING) {
-			if (r->pending && *settle < 0)
-				*settle = r->fd;
+		if (!r->emulated || r->disabled) {
+			rq_del(set, r);
 			continue;
-		} else if (s->state == ES_EMP) {
-			es__sock_lock(s);
-			es__process(s);
-			ev = es__events(s);
-			es__sock_unlock(s);
-		} else {
-			ev = EPOLLERR | EPOLLHUP | EPOLLIN | EPOLLOUT;
 		}
-		uint32_t want = (r->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) |
-				EPOLLERR | EPOLLHUP;
-		uint32_t got = ev & want;
-		int report = got && (!(r->events & EPOLLET) || r->pending);
-		r->pending = 0;
-		if (!report)
+		if (s->state == ES_CONNECTING) {
+			if (!s->connected) {
+				rq_del(set, r);
+			} else if (*settle < 0) {
+				*settle = r->fd;         /* the caller negotiates it (unlocked) */
+				rq_del(set, r);
+			}
 			continue;
-		out[k].events = got;
+		}
+		uint32_t ev = atomic_load(&s->evmask) & want_of(r);
+		if (!ev || ((r->events & EPOLLET) && !r->pending)) {
+			rq_del(set, r);          /* no longer ready (a read took it), or no new edge */
+			continue;
+		}
+		out[k].events = ev;
 		out[k].data = r->data;
 		k++;
+		r->pending = 0;
+		rq_del(set, r);
 		if (r->events & EPOLLONESHOT)
 			r->disabled = 1;
+		else if (!(r->events & EPOLLET))
+			rq_add(set, r);          /* level-triggered: stays while ready, behind the others */
 	}
+	pthread_mutex_unlock(&set->lock);
 	return k;
 }
 
-static int ewait(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
+/* keep the application's events of a kernel answer, act on ours */
+static int filter(struct epoll_event *evs, int k)
 {
-	struct es_epset *set = es__tl_in ? NULL : set_get(epfd, 0);
-	if (!set || max <= 0)
-		return mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask)
-			    : R_(epoll_wait)(epfd, evs, max, timeout);
+	int m = 0;
+	for (int j = 0; j < k; j++) {
+		uint64_t d = evs[j].data.u64;
+		if (!internal(d))
+			evs[m++] = evs[j];
+		else if (d == cookie + C_LIVE)
+			es__live_harvest();
+		/* DEV: the caller drives the engine; WAKE: drained by the caller */
+	}
+	return m;
+}
+
+struct epw {
+	struct es_epset *set;
+	struct epoll_event *evs;
+	int max;
+	const sigset_t *mask;
+	int nk;                          /* kernel events the sleep returned */
+};
+
+static int epw_done(void *arg)
+{
+	return atomic_load(&((struct epw *)arg)->set->nready) > 0;
+}
+
+static void epw_arm(void *arg)
+{
+	atomic_fetch_add(&((struct epw *)arg)->set->sleepers, 1);
+}
+
+static void epw_disarm(void *arg)
+{
+	atomic_fetch_sub(&((struct epw *)arg)->set->sleepers, 1);
+}
+
+static int epw_sleep(void *arg, int64_t ns)
+{
+	struct epw *a = arg;
+	int ms = ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
+	int k = a->mask ? R_(epoll_pwait)(a->set->epfd, a->evs, a->max, ms, a->mask)
+			: R_(epoll_wait)(a->set->epfd, a->evs, a->max, ms);
+	if (k < 0)
+		return errno == EINTR ? -EINTR : -errno;
+	set_drain(a->set);
+	a->nk = filter(a->evs, k);
+	a->set->klook_ns = es__now_ns();
+	a->set->kskip = 0;
+	return a->nk;
+}
+
+static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
+{
+	emp_endpoint_t *ep = es__g.ep;
 	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
-	int spun = timeout == 0;
 	for (;;) {
 		int settle = -1, n;
-		unsigned seq0 = atomic_load(&es__changes);
-		pthread_mutex_lock(&ep_lock);
-		n = collect(set, evs, max, &settle);
-		pthread_mutex_unlock(&ep_lock);
-		if (!n && settle < 0 && !spun) {
-			/* latency path: drive the engine here for a bounded time rather
-			 * than wait for the progress thread to wake us */
-			spun = 1;
-			if (es__spin(seq0))
+		if (ep)
+			emp_progress(ep);        /* deferred replies leave, arrived frames are taken */
+		if (!set->dev_in && ep) {
+			pthread_mutex_lock(&ep_lock);
+			set_arm(set);
+			pthread_mutex_unlock(&ep_lock);
+		}
+		n = 0;
+		int64_t now = es__now_ns();
+		if (++set->kskip >= KLOOK_EVERY || now - set->klook_ns >= KLOOK_NS) {
+			/* the kernel fds get a look too, now and then (fairness: the
+			 * ready list alone could keep answering for ever) */
+			int k = R_(epoll_wait)(set->epfd, evs, max, 0);
+			set->kskip = 0;
+			set->klook_ns = now;
+			if (k > 0)
+				n = filter(evs, k);
+			if (!set->nested)
+				set_drain(set);
+		}
+		n += harvest(set, evs + n, max - n, &settle);
+		if (settle >= 0) {
+			struct es_sock *s = es__sock(settle);
+			if (s)
+				es__settle(settle, s, 0);   /* negotiated: its readiness comes next round */
+			if (!n)
 				continue;
 		}
+		if (n) {
+			if (set->nested && !atomic_load(&set->nready))
+				set_drain(set);
+			return n;
+		}
+		int64_t left = dl < 0 ? -1 : dl - es__now_ns();
+		if (left < 0 && dl >= 0)
+			left = 0;
+		if (!ep) {
+			struct epw a = { set, evs, max, mask, 0 };
+			int r = epw_sleep(&a, left);
+			if (r < 0) {
+				errno = -r;
+				return -1;
+			}
+			if (r > 0 || atomic_load(&set->nready) == 0)
+				return r;
+			continue;
+		}
+		struct epw a = { set, evs, max, mask, 0 };
+		struct emp_waitfor w = { .done = epw_done, .arm = epw_arm, .sleep = epw_sleep,
+					 .disarm = epw_disarm, .arg = &a, .timeout_ns = left };
+		int r = emp_wait_for(ep, &w);
+		if (r == -EINTR) {
+			errno = EINTR;
+			return -1;
+		}
+		if (r < 0) {
+			errno = -r;
+			return -1;
+		}
+		n = a.nk;                    /* kernel events the last sleep took (even when EMP became ready too) */
+		if (n < max)
+			n += harvest(set, evs + n, max - n, &settle);
 		if (settle >= 0) {
 			struct es_sock *s = es__sock(settle);
 			if (s)
 				es__settle(settle, s, 0);
-			continue;
-		}
-		if (n == max)
-			return n;
-		int left = n ? 0 : dl < 0 ? -1 : (int)((dl - es__now_ns() + 999999) / 1000000);
-		if (left < -1)
-			left = 0;
-		if (left)
-			emp_progress_resume(es__g.ep);   /* frames while we sleep: the progress thread's */
-		int k = mask ? R_(epoll_pwait)(epfd, evs + n, max - n, left, mask)
-			     : R_(epoll_wait)(epfd, evs + n, max - n, left);
-		if (k < 0)
-			return n ? n : -1;
-		int m = 0, woke = 0;
-		for (int j = 0; j < k; j++) {
-			if (evs[n + j].data.u64 == cookie)
-				woke = 1;
-			else
-				evs[n + m++] = evs[n + j];
-		}
-		n += m;
-		if (woke && n == m && n < max) {
-			pthread_mutex_lock(&ep_lock);
-			n += collect(set, evs + n, max - n, &settle);
-			pthread_mutex_unlock(&ep_lock);
-			if (settle >= 0 && !n)
+			if (!n)
 				continue;
 		}
-		if (n > 0)
+		if (n || r == 0)
 			return n;
 		if (dl >= 0 && es__now_ns() >= dl)
 			return 0;
 	}
 }
 
+static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
+{
+	struct es_epset *set = NULL;
+	if (!es__tl_in && max > 0) {
+		pthread_mutex_lock(&ep_lock);
+		set = set_get(epfd, 0);
+		if (set && (!set->armed || set->dead))
+			set = NULL;              /* kernel fds only: the kernel's answer as it is */
+		if (set)
+			set->refs++;
+		pthread_mutex_unlock(&ep_lock);
+	}
+	if (!set)
+		return mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+	int e = errno;
+	int n = set->gen == es__g.gen ? ewait(set, evs, max, timeout, mask) : -2;
+	if (n == -2) {   /* inherited across fork: the parent's lists; the kernel's answer only */
+		n = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+		if (n > 0)
+			n = filter(evs, n);
+	} else if (n >= 0) {
+		errno = e;
+	}
+	if (n > 0)
+		es__defer_on();   /* an event loop: its replies leave together at its next wait */
+	pthread_mutex_lock(&ep_lock);
+	int last = --set->refs == 0 && set->dead;
+	pthread_mutex_unlock(&ep_lock);
+	if (last)
+		set_free(set);
+	return n;
+}
+
 int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
-	int r = ewait(epfd, evs, max, timeout, NULL);
-	es__spin_end();
-	return r;
+	return epoll_any(epfd, evs, max, timeout, NULL);
 }
 
 int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
 {
-	int r = ewait(epfd, evs, max, timeout, mask);
-	es__spin_end();
-	return r;
+	return epoll_any(epfd, evs, max, timeout, mask);
 }
 
 static void fork_prepare(void) { pthread_mutex_lock(&ep_lock); }

@@ -76,7 +76,6 @@ struct es_global {
 	int neg_ms;                      /* negotiation bound per side */
 	int neg_known_ms;                /* client's bound toward a server known to speak EMP */
 	unsigned nbufs, bufsz;           /* receive buffers per connection, payload bytes each */
-	unsigned spin_us;
 	int debug;
 	emp_endpoint_t *ep;              /* opened on first EMP connection */
 	int ep_failed;
@@ -89,7 +88,6 @@ emp_endpoint_t *es__engine(void);             /* opens once; NULL on failure */
 void es__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void es__dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t es__now_ns(void);
-int es__tl_efd(void);                         /* this thread's wake eventfd */
 
 /* ---- sockets (fdtable.c) ---- */
 enum es_state {
@@ -101,8 +99,17 @@ enum es_state {
 	ES_FOREIGN,       /* EMP connection inherited across fork: belongs to the parent */
 };
 
-struct es_waiter {
+/* A waiting thread's wake-up: whoever changes a socket it waits on sets hit
+ * and writes efd only if the thread is asleep (armed) and nobody woke it yet. */
+struct es_wake {
 	int efd;
+	atomic_int asleep;
+	atomic_int hit;
+	atomic_int written;              /* efd holds a count to drain */
+};
+
+struct es_waiter {               /* a wake on one socket's list (s->lock) */
+	struct es_wake *wk;
 	struct es_waiter *next, *prev;
 };
 
@@ -122,6 +129,7 @@ struct es_sock {
 	int kind;                        /* ES_KIND_SOCK */
 	pthread_mutex_t lock;
 	atomic_int dirty;                /* completions to look at; set when lock was busy */
+	atomic_uint evmask;              /* readiness (poll bits) as of the last change, under lock */
 	int state;
 	int refs;                        /* fds pointing here */
 	int kfd;                         /* one of those fds (the kernel socket) */
@@ -133,19 +141,20 @@ struct es_sock {
 	struct sockaddr_in local, remote;
 	int err;                         /* sticky error for FAILED */
 	struct es_conn *c;               /* EMP state (ES_EMP) */
-	int nfd;                         /* eventfd written on every change (epoll) */
-	int nepregs;
-	struct es_epreg *epregs;         /* registrations in app epoll sets */
-	struct es_waiter *waiters;
+	uint32_t ident;                  /* this socket's id in the liveness set (ready.c) */
+	int live;                        /* kfd in the liveness set */
+	int connected;                   /* CONNECTING: the kernel connect finished (liveness set saw it) */
+	struct es_epreg *epregs;         /* registrations in app epoll sets (lock and ep_lock) */
+	struct es_waiter *waiters;       /* threads in poll/read/write on it (lock) */
 	unsigned gen;
 	int orphan;                      /* closed by the app; a lingering connection frees it */
 	struct es_negst ng;
 };
 
-/* a thread waiting on s (woken through efd by es__signal); s->lock held */
-static inline void es__waiter_add(struct es_sock *s, struct es_waiter *w, int efd)
+/* a thread waiting on s (woken through its es_wake by es__sock_update); s->lock held */
+static inline void es__waiter_add(struct es_sock *s, struct es_waiter *w, struct es_wake *wk)
 {
-	w->efd = efd;
+	w->wk = wk;
 	w->prev = NULL;
 	w->next = s->waiters;
 	if (s->waiters)
@@ -198,42 +207,62 @@ void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 
 /* ---- byte stream over EMP (stream.c) ---- */
-struct es_conn_params {
-	emp_addr_t peer;                 /* ep may be EMP_ANY_EP until known */
-	uint32_t rid;                    /* peer's connection id (0 until known) */
-	unsigned credits, psz;           /* peer's buffers and their size */
-};
 int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
+/* out of engine descriptors: said once per process */
+void es__log_once_nobufs(void);
 /* 0, or -1 (connection error set) when the send slots or their engine
  * descriptors cannot be had: the negotiation must then decline EMP. */
-void es__log_once_nobufs(void);
-/* adaptive spin budget in ns for the wait about to start (stream.c), and its end */
-int64_t es__spin_begin(void);
-/* drive the engine for up to budget ns or until done(arg); 1 if done */
-int es__spin_until(int64_t budget, int (*done)(void *), void *arg);
-#define ES_YIELD_NS 1000     /* spinning threads yield this often (a peer may share the CPU) */
-void es__spin_end(void);
 int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);
 int es__conn_destroy(struct es_sock *s, int flush);
 uint32_t es__conn_lid(struct es_sock *s);
-void es__process(struct es_sock *s);          /* lock held */
-void es__process_all(void);
-/* readiness as poll bits; lock held */
-unsigned es__events(struct es_sock *s);
-void es__signal(struct es_sock *s);
-extern atomic_uint es__changes;          /* bumped by every es__signal */
-/* busy-poll the engine up to spin_us while *seq stays unchanged; 1 if it changed */
-int es__spin(unsigned seq0);
+void es__process(struct es_sock *s);          /* lock held: take the completed requests */
+unsigned es__stream_events(struct es_sock *s);  /* an EMP stream's readiness as poll bits; lock held */
 ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags);
 ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int flags);
 int es__shutdown(struct es_sock *s, int how);
 int es__fionread(struct es_sock *s);
 int es__so_error(struct es_sock *s);
 void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RST */
-/* wait for a change on s (waiter + kernel fd); 1 woke, 0 timeout, -EINTR */
+/* wait for a change on s (waiter + kernel fd); 1 woke, 0 timeout, -EINTR; lock held */
 int es__wait(struct es_sock *s, int64_t deadline_ns);
+
+/* ---- readiness carried with completions (ready.c) ---- */
+/* readiness of s in any state, as poll bits; lock held */
+unsigned es__events(struct es_sock *s);
+/* s changed (edge: something happened, even if its bits did not move):
+ * recompute its event mask, put it on the ready lists of its epoll sets and
+ * wake the threads waiting on it that sleep; lock held */
+void es__sock_update(struct es_sock *s, int edge);
+/* libemp's completion hook: the connections that own the requests are processed */
+void es__on_completions(void *arg, emp_req_t *const *reqs, int n);
+/* a teardown waits until no hook can still hold its connection */
+void es__hooks_quiesce(void);
+void es__wake(struct es_wake *wk);
+/* ready to wait again: hit cleared, efd drained if it was written */
+void es__wake_reset(struct es_wake *wk);
+/* the liveness set: the kernel sockets of EMP connections (EOF/RST = the
+ * peer died) and of connects in progress, one epoll fd for the process */
+int es__live_fd(void);
+void es__live_add(struct es_sock *s);         /* state EMP or CONNECTING */
+void es__live_del(struct es_sock *s);
+void es__live_harvest(void);                  /* after the live fd was readable */
+/* one wait on kernel fds beside the engine (negotiation, blocking I/O): spins
+ * and drives the engine, sleeps in ppoll on p[] + the device; returns 1 when
+ * wk was hit, 2 when p[] has events, 0 timeout, -EINTR */
+int es__wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns, const sigset_t *mask);
+/* the calling thread's eventfd for es_wake */
+int es__tl_efd(void);
+/* transmit batching: an event-loop thread that got events defers its sends
+ * until its next wait (emp_defer); calls that pass through flush them */
+extern __thread int es__tl_defer __attribute__((tls_model("initial-exec")));
+void es__defer_on(void);
+static inline void es__defer_flush(void)
+{
+	if (es__tl_defer && es__g.ep)
+		emp_flush(es__g.ep);
+}
 void es__conn_atfork_child(void);
 void es__flush_all(void);
 
@@ -241,6 +270,8 @@ void es__flush_all(void);
 void es__ep_sock_gone(struct es_sock *s);    /* drop every registration of s */
 void es__ep_sock_switched(struct es_sock *s); /* state changed: re-home registrations */
 void es__epset_close(int fd, void *set);
+/* s's readiness changed (ev, edge): onto the ready lists of its sets; s->lock held */
+void es__ep_ready(struct es_sock *s, unsigned ev, int edge);
 
 /* ---- poll/select (poll.c) ---- */
 int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask);

@@ -98,7 +98,6 @@ struct es_sock *es__sock_new(int fd, int state)
 	s->refs = 1;
 	s->kfd = fd;
 	s->udp = -1;
-	s->nfd = -1;
 	s->gen = es__g.gen;
 	es__fd_set(fd, s);
 	return s;
@@ -127,9 +126,8 @@ void es__sock_unref_fd(int fd, struct es_sock *s)
 	s->kind = 0;
 	s->orphan = 1;
 	es__neg_close_udp(s);
-	if (s->nfd >= 0)
-		R_(close)(s->nfd);
-	s->nfd = -1;
+	if (!s->c)
+		es__live_del(s);   /* (a connection leaves the set in its teardown) */
 	if (!es__conn_destroy(s, !s->linger0 && s->state == ES_EMP))
 		free(s);   /* else the linger list owns it (and may have freed it already) */
 }
@@ -160,8 +158,11 @@ static void child_fix(int fd, void *o, void *arg)
 		return;
 	pthread_mutex_init(&s->lock, NULL);
 	s->waiters = NULL;
-	if (s->state == ES_EMP)
+	s->live = 0;             /* the liveness set stayed with the parent */
+	if (s->state == ES_EMP) {
 		s->state = ES_FOREIGN;
+		atomic_store(&s->evmask, POLLERR | POLLHUP | POLLIN | POLLOUT);
+	}
 }
 
 void es__fd_atfork_child(void)

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,19 +112,12 @@ int es__conf(void)
 				es__log("%s; sockets stay on kernel TCP", err);
 			es__g.conf_loaded = -1;
 		} else {
-			es__g.spin_us = env_u("EMP_SPIN_US", es__g.conf.opt.spin_us, 0, 1000000);
 			es__g.conf_loaded = 1;
 		}
 	}
 	pthread_mutex_unlock(&es__g.lock);
 	es__tl_in--;
 	return es__g.conf_loaded > 0;
-}
-
-static void completion_hook(void *arg)
-{
-	(void)arg;
-	es__process_all();
 }
 
 emp_endpoint_t *es__engine(void)
@@ -155,7 +147,7 @@ emp_endpoint_t *es__engine(void)
 				emp_last_error());
 			es__g.ep_failed = 1;
 		} else {
-			emp_set_completion_hook(ep, completion_hook, NULL);
+			emp_set_completion_hook(ep, es__on_completions, NULL);
 			__atomic_store_n(&es__g.ep, ep, __ATOMIC_RELEASE);
 			es__dbg("endpoint %u open, self host %d", o.endpoint, emp_self_host(ep));
 		}
@@ -163,38 +155,6 @@ emp_endpoint_t *es__engine(void)
 	pthread_mutex_unlock(&es__g.lock);
 	es__tl_in--;
 	return es__g.ep;
-}
-
-/* One eventfd per thread: blocked calls sleep on it, state changes write it. */
-static __thread int tl_efd = -1;
-static __thread unsigned tl_gen;
-
-static pthread_key_t tl_key;
-static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
-
-static void tl_gone(void *p)
-{
-	int fd = (int)(intptr_t)p - 1;
-	if (fd >= 0)
-		R_(close)(fd);
-}
-
-static void tl_key_init(void)
-{
-	pthread_key_create(&tl_key, tl_gone);
-}
-
-int es__tl_efd(void)
-{
-	if (tl_efd >= 0 && tl_gen == es__g.gen)
-		return tl_efd;
-	if (tl_efd >= 0)
-		R_(close)(tl_efd);
-	tl_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	tl_gen = es__g.gen;
-	pthread_once(&tl_once, tl_key_init);
-	pthread_setspecific(tl_key, (void *)(intptr_t)(tl_efd + 1));   /* closed at thread exit */
-	return tl_efd;
 }
 
 static void atfork_prepare(void)

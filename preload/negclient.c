@@ -183,7 +183,7 @@ static void reg_del(struct es_sock *s)
 static void wake(struct es_sock *s)
 {
 	es__sock_lock(s);
-	es__signal(s);
+	es__sock_update(s, 1);
 	es__sock_unlock(s);
 }
 
@@ -374,21 +374,25 @@ int es__negc_settle(struct es_sock *s)
 				es__conn_destroy(s, 0);
 			es__neg_close_udp(s);
 			s->ng.reg = 0;
+			es__sock_lock(s);
 			s->state = ES_FOREIGN;
+			es__sock_update(s, 1);
+			es__sock_unlock(s);
 			es__ep_sock_switched(s);
 			return ES_FOREIGN;
 		}
 		/* the parent saw a REJECT or could not set up: the loop falls back */
 	}
-	int efd = es__tl_efd();
+	struct es_wake wk = { .efd = es__tl_efd() };
 	struct es_waiter w;
 	es__sock_lock(s);
-	es__waiter_add(s, &w, efd);
+	es__waiter_add(s, &w, &wk);
 	es__sock_unlock(s);
 	const char *why = NULL;
 	int emp = 0;
 	for (;;) {
 		int64_t now = es__now_ns(), until = now;
+		es__wake_reset(&wk);             /* a change from here on ends the wait below */
 		pthread_mutex_lock(&neg_lock);
 		service(s);
 		if (s->ng.st == NG_ACCEPTED) {
@@ -422,16 +426,15 @@ int es__negc_settle(struct es_sock *s)
 			break;
 		}
 		pthread_mutex_unlock(&neg_lock);
-		struct pollfd p[2] = { { efd, POLLIN, 0 }, { s->udp, POLLIN, 0 } };
-		R_(poll)(p, 2, (int)((until - now + 999999) / 1000000));
-		if (p[0].revents) {
-			uint64_t v;
-			R_(read)(efd, &v, 8);
-		}
+		/* the HELLO comes over EMP: this thread drives the engine while it
+		 * waits (a wake from the responder or the hook, or the side channel) */
+		struct pollfd p[3] = { { wk.efd, POLLIN, 0 }, { s->udp, POLLIN, 0 } };
+		es__wait_fds(&wk, p, 2, until - now, NULL);
 	}
 	es__sock_lock(s);
 	es__waiter_del(s, &w);
 	es__sock_unlock(s);
+	es__wake_reset(&wk);
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);
 }
 

@@ -162,7 +162,8 @@ int es__neg_finish_emp(struct es_sock *s)
 	es__neg_forget(s);
 	es__sock_lock(s);
 	s->state = ES_EMP;
-	es__signal(s);
+	es__live_add(s);        /* its kernel socket now only says whether the peer lives */
+	es__sock_update(s, 1);
 	es__sock_unlock(s);
 	es__neg_close_udp(s);
 	es__ep_sock_switched(s);
@@ -267,15 +268,12 @@ void es__drop_to_kernel(int fd, struct es_sock *s)
 {
 	(void)fd;
 	abandon(s);
+	es__live_del(s);
 	s->state = ES_CAND;   /* kernel from now on */
 	es__fd_lock();
 	es__fd_foreach(unmap, s);
 	es__fd_unlock();
 	es__ep_sock_switched(s);
-	if (s->nfd >= 0) {
-		R_(close)(s->nfd);
-		s->nfd = -1;
-	}
 	s->kind = 0;
 	free(s);   /* callers only compare the pointer after this */
 }
@@ -288,8 +286,12 @@ void es__fail_strict(struct es_sock *s, int err, const char *why)
 	struct linger lg = { 1, 0 };
 	R_(setsockopt)(s->kfd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 	R_(shutdown)(s->kfd, SHUT_RDWR);
+	es__live_del(s);
+	es__sock_lock(s);
 	s->err = err;
 	s->state = ES_FAILED;
+	es__sock_update(s, 1);
+	es__sock_unlock(s);
 	es__ep_sock_switched(s);
 }
 

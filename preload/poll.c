@@ -1,9 +1,13 @@
 /* poll.c: poll, ppoll, select, pselect and __poll_chk over a mix of EMP and kernel fds. */
 /*
- * An EMP socket's readiness is computed from its stream state; the kernel fd is
- * still polled for POLLIN|POLLRDHUP (its EOF/RST means the peer died), and the
- * thread's eventfd is added as a waiter on every EMP socket in the set so that
- * a completion (from the progress thread) wakes the real poll.
+ * An EMP socket's readiness is its event mask (kept current by the completion
+ * hook, ready.c); the thread registers one wake on every EMP socket in the
+ * array and waits with libemp's primitive: it spins driving the engine, then
+ * sleeps in ONE ppoll on the application's kernel fds, the device, the
+ * liveness set (an EMP peer's kernel socket saw EOF/RST) and its eventfd,
+ * which is written only if an EMP socket of ours changed while we slept.
+ * Sockets still connecting are polled as the kernel sockets they are; when
+ * one reports, it is negotiated and the call starts over.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,22 +36,15 @@ static int real_wait(struct pollfd *p, nfds_t n, int64_t timeout_ns, const sigse
 	return R_(ppoll)(p, n, tp, mask);
 }
 
-/* fill revents of the EMP entries from stream state; count them */
+/* fill revents of the EMP entries from their event masks; count them */
 static int emp_ready(struct pollfd *fds, struct es_sock **ss, nfds_t n)
 {
 	int k = 0;
 	for (nfds_t i = 0; i < n; i++) {
-		struct es_sock *s = ss[i];
-		if (!s)
+		if (!ss[i])
 			continue;
-		unsigned ev = POLLERR | POLLHUP | POLLIN | POLLOUT;   /* FAILED/FOREIGN */
-		if (s->state == ES_EMP) {
-			es__sock_lock(s);
-			es__process(s);
-			ev = es__events(s);
-			es__sock_unlock(s);
-		}
-		fds[i].revents = (short)(ev & ((unsigned)fds[i].events | POLLERR | POLLHUP));
+		unsigned ev = atomic_load(&ss[i]->evmask);
+		fds[i].revents = (short)(ev & ((unsigned)fds[i].events | POLLERR | POLLHUP | POLLNVAL));
 		if (fds[i].revents)
 			k++;
 	}
@@ -63,83 +60,78 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 	if (!any || es__tl_in)
 		return real_wait(fds, n, timeout_ns, mask);
 	int64_t dl = timeout_ns < 0 ? -1 : es__now_ns() + timeout_ns;
-	struct pollfd *t = malloc((n + 1) * sizeof *t);
+	struct pollfd *t = malloc((n + 3) * sizeof *t);
+	int *map = malloc((n + 1) * sizeof *map);
 	struct es_waiter *w = calloc(n, sizeof *w);
 	struct es_sock **ss = calloc(n, sizeof *ss);
-	if (!t || !w || !ss) {
-		free(t); free(w); free(ss);
+	if (!t || !map || !w || !ss) {
+		free(t); free(map); free(w); free(ss);
 		errno = ENOMEM;
 		return -1;
 	}
-	int efd = es__tl_efd(), ret;
+	struct es_wake wk = { .efd = es__tl_efd() };
+	int ret, nk;
 again:
+	nk = 0;
 	for (i = 0; i < n; i++) {
 		struct es_sock *s = es__sock(fds[i].fd);
 		if (s && (s->state == ES_PENDING || s->state == ES_CONNECTING)) {
 			es__settle(fds[i].fd, s, 0);
 			s = es__sock(fds[i].fd);
 		}
-		ss[i] = s && s->state != ES_CAND && s->state != ES_CONNECTING ? s : NULL;
-		t[i] = fds[i];
+		ss[i] = s && s->state != ES_CAND && s->state != ES_CONNECTING && s->state != ES_PENDING ? s : NULL;
+		fds[i].revents = 0;
 		if (ss[i]) {
-			t[i].events = POLLIN | POLLRDHUP;
-			if (ss[i]->state != ES_EMP)
-				t[i].fd = -1;
 			es__sock_lock(ss[i]);
-			es__waiter_add(ss[i], &w[i], efd);
+			es__waiter_add(ss[i], &w[i], &wk);
 			es__sock_unlock(ss[i]);
+		} else {
+			map[nk] = (int)i;
+			t[nk++] = fds[i];
 		}
 	}
-	t[n].fd = efd;
-	t[n].events = POLLIN;
-	int spun = timeout_ns == 0;
+	int lfd = es__live_fd();
+	t[nk] = (struct pollfd){ lfd, POLLIN, 0 };
+	t[nk + 1] = (struct pollfd){ wk.efd, POLLIN, 0 };
+	int connecting = 0;
 	for (;;) {
-		unsigned seq0 = atomic_load(&es__changes);
-		int ready = emp_ready(fds, ss, n), kready = 0, connecting = 0, woke = 0;
-		if (!ready && !spun) {
-			spun = 1;
-			if (es__spin(seq0))
-				continue;
-		}
-		int64_t left = ready ? 0 : dl < 0 ? -1 : dl - es__now_ns();
-		if (left < -1)
-			left = 0;
-		if (left)
-			emp_progress_resume(es__g.ep);   /* frames while we sleep: the progress thread's */
-		int r = real_wait(t, n + 1, left, mask);
-		if (r < 0) {
-			ret = ready ? ready : -1;
-			goto out;
-		}
-		if (t[n].revents) {
-			uint64_t v;
-			R_(read)(efd, &v, 8);
-			woke = 1;
-		}
-		for (i = 0; i < n; i++) {
-			if (ss[i]) {
-				if (t[i].revents && ss[i]->state == ES_EMP) {
-					es__sock_lock(ss[i]);
-					es__kernel_check(ss[i]);
-					es__sock_unlock(ss[i]);
-					woke = 1;
-				}
-				continue;
+		es__wake_reset(&wk);
+		int ready = emp_ready(fds, ss, n), kready = 0;
+		if (ready && nk) {
+			/* EMP has answers: the kernel fds get one look too (fairness) */
+			if (real_wait(t, (nfds_t)nk, 0, NULL) > 0)
+				kready = 1;
+		} else if (!ready) {
+			int r = es__wait_fds(&wk, t, nk + 2, dl < 0 ? -1 : dl > es__now_ns() ? dl - es__now_ns() : 0, mask);
+			if (r == -EINTR) {
+				ret = -1;
+				errno = EINTR;
+				goto out;
 			}
-			fds[i].revents = t[i].revents;
-			if (t[i].revents) {
-				struct es_sock *s = es__sock(fds[i].fd);
+			if (r == 2) {
+				if (t[nk].revents)
+					es__live_harvest();   /* a peer died, or a connect finished */
+				for (int j = 0; j < nk; j++)
+					if (t[j].revents)
+						kready = 1;
+			}
+			ready = emp_ready(fds, ss, n);
+		}
+		if (kready) {
+			for (int j = 0; j < nk; j++) {
+				fds[map[j]].revents = t[j].revents;
+				if (!t[j].revents)
+					continue;
+				struct es_sock *s = es__sock(fds[map[j]].fd);
 				if (s && s->state == ES_CONNECTING)
 					connecting = 1;
-				kready++;
+				ready++;
 			}
 		}
 		if (connecting)
 			break;
-		if (woke)
-			ready = emp_ready(fds, ss, n);
-		if (ready + kready) {
-			ret = ready + kready;
+		if (ready) {
+			ret = ready;
 			goto out;
 		}
 		if (dl >= 0 && es__now_ns() >= dl) {
@@ -154,18 +146,25 @@ again:
 			es__waiter_del(ss[i], &w[i]);
 			es__sock_unlock(ss[i]);
 		}
+	for (i = 0; i < n; i++) {
+		struct es_sock *s = es__sock(fds[i].fd);
+		if (s && s->state == ES_CONNECTING)
+			es__settle(fds[i].fd, s, 0);
+	}
 	if (dl >= 0 && es__now_ns() >= dl)
 		dl = es__now_ns();
 	goto again;
 out:
-	es__spin_end();
 	for (i = 0; i < n; i++)
 		if (ss[i]) {
 			es__sock_lock(ss[i]);
 			es__waiter_del(ss[i], &w[i]);
 			es__sock_unlock(ss[i]);
 		}
-	free(t); free(w); free(ss);
+	es__wake_reset(&wk);
+	if (ret > 0)
+		es__defer_on();   /* an event loop: its replies leave together at its next wait */
+	free(t); free(map); free(w); free(ss);
 	return ret;
 }
 
@@ -193,9 +192,8 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_
 #define OUT_SET (POLLOUT | POLLERR)
 
 static int do_select(int nfds, fd_set *r, fd_set *w, fd_set *x, int64_t timeout_ns,
-		     const sigset_t *mask, int (*real)(void))
+		     const sigset_t *mask)
 {
-	(void)real;
 	int any = 0, cnt = 0;
 	for (int fd = 0; fd < nfds; fd++)
 		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (x && FD_ISSET(fd, x))) {
@@ -252,7 +250,7 @@ int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 		return R_(select)(nfds, r, w, x, tv);
 	int64_t t = tv ? tv->tv_sec * 1000000000ll + tv->tv_usec * 1000ll : -1;
 	int64_t start = es__now_ns();
-	int n = do_select(nfds, r, w, x, t, NULL, NULL);
+	int n = do_select(nfds, r, w, x, t, NULL);
 	if (n == -2)
 		return R_(select)(nfds, r, w, x, tv);
 	if (tv && n >= 0) {
@@ -271,7 +269,7 @@ int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts
 	if (es__tl_in)
 		return R_(pselect)(nfds, r, w, x, ts, mask);
 	int64_t t = ts ? ts->tv_sec * 1000000000ll + ts->tv_nsec : -1;
-	int n = do_select(nfds, r, w, x, t, mask, NULL);
+	int n = do_select(nfds, r, w, x, t, mask);
 	if (n == -2)
 		return R_(pselect)(nfds, r, w, x, ts, mask);
 	return n;

@@ -63,6 +63,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	}
 	if (e == EINPROGRESS || e == EINTR || e == EALREADY) {
 		s->state = ES_CONNECTING;
+		es__live_add(s);           /* its finish wakes epoll waiters (ready.c) */
 		es__ep_sock_switched(s);
 	} else {
 		es__drop_to_kernel(fd, s);

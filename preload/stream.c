@@ -12,7 +12,8 @@
  * order and the stream is the slots read in sequence. write() copies into send
  * slots (appending to a staged slot not yet posted) and returns; staged slots
  * are posted whenever credits exist, from whichever thread looks at the
- * connection (the app, or libemp's progress thread via the completion hook).
+ * connection (the app, or the thread that drove the engine, through the
+ * completion hook: every request carries its connection as user pointer).
  * FIN is a flag on the last message. The kernel TCP connection stays open for
  * liveness: its EOF/RST without an EMP FIN means the peer died (ECONNRESET).
  */
@@ -21,14 +22,10 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "conn.h"
 
-struct es_sock *_Atomic es__reg[ES_MAX_CONNS];
-atomic_int es__reg_n, es__hook_active;
-pthread_mutex_t es__reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint next_lid;
 
 
@@ -57,12 +54,33 @@ int es__post_recv(struct es_conn *c, uint64_t seq)
 	return r;
 }
 
-/* a persistent receive for one buffer, started */
-static int post_recv_slot(emp_endpoint_t *ep, emp_addr_t from, uint32_t tag, void *buf, size_t len, emp_req_t **q)
+/* a persistent receive for one buffer, owned by c, started */
+static int post_recv_slot(struct es_conn *c, emp_addr_t from, uint32_t tag, void *buf, size_t len, emp_req_t **q)
 {
 	struct iovec v = { buf, len };
-	int r = emp_recv_init(ep, from, tag, &v, 1, q);
-	return r ? r : emp_start(ep, *q);
+	int r = emp_recv_init(c->ep, from, tag, &v, 1, q);
+	if (r)
+		return r;
+	emp_req_set_user(*q, c);
+	return emp_start(c->ep, *q);
+}
+
+/* The connection's receives, from its peer's exact endpoint: the engine finds
+ * an exact receive by hash, while receives from any endpoint sit on one list
+ * that every arriving frame walks (a server learns the client's endpoint from
+ * ACCEPT, before the client can send: its data waits for our HELLO). */
+static int post_recvs(struct es_conn *c)
+{
+	int r = 0;
+	for (unsigned i = 0; i < c->R && r == 0; i++)
+		r = post_recv_slot(c, c->peer, c->lid, rslot(c, i), ES_HDR + c->S, &c->rreq[i]);
+	for (int i = 0; i < NCTRL && r == 0; i++)
+		r = post_recv_slot(c, c->peer, c->lid | CTRL_TAG, c->cbuf[i], CTRL_SZ, &c->creq[i]);
+	if (r == -ENOBUFS)
+		es__log_once_nobufs();
+	if (r == 0)
+		c->rposted = 1;
+	return r;
 }
 
 int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
@@ -73,6 +91,7 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 	struct es_conn *c = calloc(1, sizeof *c);
 	if (!c)
 		return -1;
+	c->kind = ES_KIND_CONN;
 	c->s = s;
 	c->ep = ep;
 	c->gen = es__g.gen;
@@ -91,42 +110,12 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 	c->roff = calloc(c->R, sizeof *c->roff);
 	if (!c->rbuf || !c->rreq || !c->rlen || !c->roff)
 		goto fail;
-	emp_addr_t from = { host, pep };
-	es__tl_in++;
-	int r = 0;
-	for (unsigned i = 0; i < c->R && r == 0; i++)
-		r = post_recv_slot(ep, from, c->lid, rslot(c, i), ES_HDR + c->S, &c->rreq[i]);
-	for (int i = 0; i < NCTRL && r == 0; i++)
-		r = post_recv_slot(ep, from, c->lid | CTRL_TAG, c->cbuf[i], CTRL_SZ, &c->creq[i]);
-	if (r == -ENOBUFS)
-		es__log_once_nobufs();
-	if (r < 0)
-		goto fail_in;
-	es__tl_in--;
-	if (s->nfd < 0)
-		s->nfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	pthread_mutex_lock(&es__reg_lock);
-	int i;
-	for (i = 0; i < ES_MAX_CONNS && atomic_load(&es__reg[i]); i++)
-		;
-	if (i == ES_MAX_CONNS) {
-		pthread_mutex_unlock(&es__reg_lock);
-		es__tl_in++;
-		goto fail_in;
+	s->c = c;       /* before the first receive can complete: the hook finds it */
+	if (pep != EMP_ANY_EP && post_recvs(c) < 0) {
+		es__conn_destroy(s, 0);
+		return -1;
 	}
-	c->slot = i;
-	s->c = c;
-	atomic_store(&es__reg[i], s);
-	if (i >= atomic_load(&es__reg_n))
-		atomic_store(&es__reg_n, i + 1);
-	pthread_mutex_unlock(&es__reg_lock);
 	return 0;
-fail_in:
-	es__tl_in--;
-	c->slot = -1;
-	s->c = c;
-	es__conn_destroy(s, 0);
-	return -1;
 fail:
 	free(c->rbuf); free(c->rreq); free(c->rlen); free(c->roff); free(c);
 	return -1;
@@ -144,6 +133,10 @@ int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nb
 	c->peer.ep = pep;
 	c->rid = rid;
 	c->credits = nbufs;
+	if (!c->rposted && post_recvs(c) < 0) {
+		set_err(c, ENOBUFS);
+		return -1;
+	}
 	c->PS = bufsz < c->S ? bufsz : c->S;
 	c->W = c->R;
 	c->sbuf = malloc((size_t)c->W * (ES_HDR + c->PS));
@@ -159,10 +152,14 @@ int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nb
 	for (unsigned i = 0; i < c->W && r == 0; i++) {
 		struct iovec v = { sslot(c, i), ES_HDR + c->PS };
 		r = emp_send_init(c->ep, c->peer, c->rid, &v, 1, &c->sreq[i]);
+		if (r == 0)
+			emp_req_set_user(c->sreq[i], c);
 	}
 	struct iovec cv = { c->csbuf, CTRL_SZ };
 	if (r == 0)
 		r = emp_send_init(c->ep, c->peer, c->rid | CTRL_TAG, &cv, 1, &c->csend);
+	if (r == 0)
+		emp_req_set_user(c->csend, c);
 	if (r < 0) {
 		if (r == -ENOBUFS)
 			es__log_once_nobufs();
@@ -273,21 +270,28 @@ void es__flush(struct es_conn *c)
 			c->close_want = 0;
 	} else if (c->to_return >= thresh && !c->rfin) {
 		send_ctrl(c, CT_CREDIT);
+	} else if (!c->bye_sent && c->fin_done && c->rfin && c->sh == c->st) {
+		/* nothing more will ever go out on this connection (our FIN is
+		 * through, and no credits follow the peer's FIN): say so, last */
+		if (send_ctrl(c, CT_BYE) == 0) {
+			c->bye_sent = 1;
+			c->cbusy_bye = 1;
+		}
 	}
 }
 
-/* Look at every outstanding request of s; lock held. */
+/* Take the requests of s that completed (the engine is not driven from here:
+ * this runs inside the completion hook); lock held. */
 void es__process(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
-	if (!c || c->gen != es__g.gen || c->leak)
+	if (!c || c->gen != es__g.gen || c->leak || !c->rposted)
 		return;
 	struct emp_status st;
 	int changed = 0, r;
-	es__tl_in++;
 	while (c->rc < c->rh + c->R) {
 		unsigned i = c->rc % c->R;
-		r = emp_test(c->ep, c->rreq[i], &st);
+		r = emp_reap(c->ep, c->rreq[i], &st);
 		if (r == 0)
 			break;
 		changed = 1;
@@ -328,7 +332,7 @@ void es__process(struct es_sock *s)
 		c->to_return++;
 	}
 	for (int i = 0; i < NCTRL; i++) {
-		r = emp_test(c->ep, c->creq[i], &st);
+		r = emp_reap(c->ep, c->creq[i], &st);
 		if (r == 0)
 			continue;
 		changed = 1;
@@ -342,6 +346,8 @@ void es__process(struct es_sock *s)
 		if (st.result >= 8) {
 			if (m[0] == CT_HELLO)
 				c->hello_seen = 1;
+			if (m[0] == CT_BYE)
+				c->bye_seen = 1;
 			if (m[0] == CT_CLOSE) {
 				c->peer_closed = 1;
 				c->fin_want = 1;
@@ -355,12 +361,14 @@ void es__process(struct es_sock *s)
 		unsigned i = q % c->W;
 		if (c->sdone[i])
 			continue;
-		r = emp_test(c->ep, c->sreq[i], &st);
+		r = emp_reap(c->ep, c->sreq[i], &st);
 		if (r == 0)
 			continue;
 		c->sdone[i] = 1;
-		if (r < 0 || st.result < 0)
+		if (r < 0 || st.result < 0) {
+			es__dbg("conn %u: send failed (%d, result %lld)", c->lid, r, (long long)st.result);
 			set_err(c, ECONNRESET);
+		}
 	}
 	while (c->sh < c->sp && c->sdone[c->sh % c->W]) {
 		unsigned i = c->sh % c->W;
@@ -373,111 +381,29 @@ void es__process(struct es_sock *s)
 		changed = 1;
 	}
 	if (c->cbusy) {
-		r = emp_test(c->ep, c->csend, &st);
+		r = emp_reap(c->ep, c->csend, &st);
 		if (r != 0) {
 			c->cbusy = 0;
 			if (r < 0 || st.result < 0)
 				set_err(c, ECONNRESET);
+			else if (c->cbusy_bye)
+				c->bye_done = 1;
+			c->cbusy_bye = 0;
+			changed = 1;
 		}
 	}
 	es__flush(c);
-	es__tl_in--;
-	if (changed) {
-		atomic_fetch_add(&c->seq, 1);
-		es__signal(s);
-	}
+	if (changed)
+		es__sock_update(s, 1);
 }
 
-void es__process_all(void)
-{
-	atomic_fetch_add(&es__hook_active, 1);
-	int n = atomic_load(&es__reg_n);
-	for (int i = 0; i < n; i++) {
-		struct es_sock *s = atomic_load(&es__reg[i]);
-		if (!s)
-			continue;
-		atomic_store(&s->dirty, 1);
-		if (pthread_mutex_trylock(&s->lock) == 0)
-			es__sock_unlock(s);
-	}
-	atomic_fetch_sub(&es__hook_active, 1);
-}
-
-atomic_uint es__changes;
-
-/* Adaptive spinning, per thread: a wait that ended within spin_us (spinning
- * or blocked) says the next one is likely short too, so the thread spins the
- * full spin_us; each longer wait halves the budget (down to 1/64): a thread
- * that waits milliseconds for its peer (a stream sender out of credits) stops
- * burning the CPU that peer may need, and one short wait brings the spin back. */
-static __thread unsigned spin_miss;
-static __thread int64_t wait_t0;
-
-int64_t es__spin_begin(void)
-{
-	wait_t0 = es__now_ns();
-	if (!es__g.spin_us || !es__g.ep)
-		return 0;
-	return ((int64_t)es__g.spin_us * 1000) >> spin_miss;
-}
-
-void es__spin_end(void)
-{
-	if (!wait_t0)
-		return;                 /* no wait began (poll/epoll that found work at once) */
-	int64_t took = es__now_ns() - wait_t0;
-	wait_t0 = 0;
-	if (took <= (int64_t)es__g.spin_us * 1000)
-		spin_miss = 0;
-	else if (spin_miss < 6)
-		spin_miss++;
-}
-
-int es__spin_until(int64_t budget, int (*done)(void *), void *arg)
-{
-	int hit = 0;
-	emp_drive_begin(es__g.ep);           /* the progress thread stands back meanwhile */
-	/* the clock every 8 turns: under a hypervisor without a usable vDSO
-	 * clock a read is a system call, dearer than a turn */
-	int64_t now = es__now_ns(), end = now + budget, yielded = now;
-	for (unsigned i = 1; !(hit = done(arg)) && now < end; i++) {
-		emp_progress(es__g.ep);
-		if (i & 7)
-			continue;
-		now = es__now_ns();
-		if (now - yielded >= ES_YIELD_NS) {
-			sched_yield();       /* a peer sharing our CPU gets to run */
-			yielded = now;
-		}
-	}
-	emp_drive_end(es__g.ep);
-	return hit;
-}
-
-static int changed_since(void *seq0)
-{
-	return atomic_load(&es__changes) != *(unsigned *)seq0;
-}
-
-int es__spin(unsigned seq0)
-{
-	int64_t budget = es__spin_begin();
-	if (!budget)
-		return 0;
-	return es__spin_until(budget, changed_since, &seq0) || changed_since(&seq0);
-}
-
-void es__signal(struct es_sock *s)
-{
-	uint64_t one = 1;
-	atomic_fetch_add(&es__changes, 1);
-	if (s->nfd >= 0 && s->nepregs)
-		R_(write)(s->nfd, &one, 8);
-	for (struct es_waiter *w = s->waiters; w; w = w->next)
-		R_(write)(w->efd, &one, 8);
-}
-
-/* Kernel connection: EOF or RST means the peer's process is gone or aborted. */
+/* Kernel connection: EOF or RST means the peer's process is gone or aborted.
+ * A peer that closed normally sent its EMP FIN before its kernel socket went
+ * (its exit flush, or the end of its linger), but the FIN may still be in our
+ * ring or on its way again after a loss while the kernel's FIN overtook it:
+ * on EOF the engine gets up to ES_FIN_GRACE_NS to deliver it before the
+ * connection counts as reset. Lock held. */
+#define ES_FIN_GRACE_NS 50000000ll
 void es__kernel_check(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
@@ -489,16 +415,22 @@ void es__kernel_check(struct es_sock *s)
 		return;
 	int e = n < 0 ? errno : 0;
 	es__process(s);
+	for (int64_t end = es__now_ns() + ES_FIN_GRACE_NS; !e && !c->rfin && !c->err && es__now_ns() < end;) {
+		emp_progress(c->ep);     /* our own completions wait (dirty): taken right here */
+		es__process(s);
+		if (!c->rfin)
+			sched_yield();
+	}
 	c->kdead = 1;
 	if (e || !c->rfin)
 		set_err(c, ECONNRESET);
 	es__dbg("fd %d: kernel connection %s (EMP FIN %s)", s->kfd, e ? "reset" : "closed",
 		c->rfin ? "seen" : "missing");
-	atomic_fetch_add(&c->seq, 1);
-	es__signal(s);
+	es__live_del(s);      /* edge-triggered, but a dead socket has nothing more to say */
+	es__sock_update(s, 1);
 }
 
-unsigned es__events(struct es_sock *s)
+unsigned es__stream_events(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
 	if (!c)

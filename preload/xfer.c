@@ -8,109 +8,35 @@
 
 #include "conn.h"
 
-struct woke_arg { struct es_sock *s; struct es_conn *c; unsigned seq0; };
-
-/* the connection changed, or has work for whoever holds its lock */
-static int woke(void *arg)
-{
-	const struct woke_arg *a = arg;
-	return atomic_load(&a->c->seq) != a->seq0 || atomic_load(&a->s->dirty);
-}
-
-/* Sleep until our eventfd or the kernel socket wakes us, or the deadline.
- * The engine's device fd is in the set too: this thread processes arriving
- * frames itself (no hand-off to the progress thread, which stands back), and
- * its sleep is bounded by the engine's next deadline at ns precision. */
-static int block(struct woke_arg *wa, struct pollfd *p, int np, int ms, int64_t deadline)
-{
-	emp_endpoint_t *ep = es__g.ep;
-	int dfd = ep ? emp_wait_fd(ep) : -1;
-	if (dfd < 0) {
-		int n = R_(poll)(p, np, ms);
-		if (n < 0 && errno == EINTR)
-			return -EINTR;
-		return (n == 0 && deadline && es__now_ns() >= deadline) ? 0 : 1;
-	}
-	struct pollfd q[3];
-	memcpy(q, p, sizeof(*p) * (size_t)np);
-	q[np].fd = dfd;
-	q[np].events = POLLIN;
-	int rc = 1;
-	emp_drive_begin(ep);
-	for (;;) {
-		int64_t wait = ms < 0 ? -1 : deadline ? deadline - es__now_ns() : (int64_t)ms * 1000000;
-		int64_t ed = emp_next_deadline_ns(ep);
-		if (ed >= 0 && (wait < 0 || ed < wait))
-			wait = ed;
-		if (wait < 0 && ms >= 0)
-			wait = 0;
-		struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
-		for (int i = 0; i <= np; i++)
-			q[i].revents = 0;
-		int n = R_(ppoll)(q, (nfds_t)np + 1, wait < 0 ? NULL : &ts, NULL);
-		if (n < 0 && errno == EINTR) {
-			rc = -EINTR;
-			break;
-		}
-		emp_progress(ep);
-		if (woke(wa))
-			break;
-		int other = 0;
-		for (int i = 0; i < np; i++)
-			other |= q[i].revents;
-		if (other)
-			break;
-		if (deadline && es__now_ns() >= deadline) {
-			rc = 0;
-			break;
-		}
-		if (ms == 0)
-			break;
-	}
-	emp_drive_end(ep);
-	for (int i = 0; i < np; i++)
-		p[i].revents = q[i].revents;
-	return rc;
-}
-
-/* lock held on entry and exit */
+/* Wait for a change on s: this thread drives the engine (spinning, then
+ * asleep in one ppoll on its eventfd, the kernel socket and the device); a
+ * completion for s, processed by whichever thread drove the engine, hits the
+ * wake; EOF/RST on the kernel socket means the peer died. Lock held on entry
+ * and exit. */
 int es__wait(struct es_sock *s, int64_t deadline)
 {
 	struct es_conn *c = s->c;
-	int efd = es__tl_efd();
+	struct es_wake wk = { .efd = es__tl_efd() };
 	struct es_waiter w;
-	unsigned seq0 = atomic_load(&c->seq);
-	es__waiter_add(s, &w, efd);
-	pthread_mutex_unlock(&s->lock);
-	int rc = 1;
-	int64_t budget = es__spin_begin();
-	struct woke_arg wa = { s, c, seq0 };
-	if (budget)
-		es__spin_until(budget, woke, &wa);
-	if (!woke(&wa)) {
-		struct pollfd p[2] = { { efd, POLLIN, 0 }, { s->kfd, POLLIN | POLLRDHUP, 0 } };
-		int np = c->kdead ? 1 : 2;
-		int ms = -1;
-		if (deadline) {
-			int64_t left = deadline - es__now_ns();
-			if (left <= 0)
-				rc = 0;
-			ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
-		}
-		if (rc)
-			rc = block(&wa, p, np, ms, deadline);
-		pthread_mutex_lock(&s->lock);
-		if (np == 2 && p[1].revents)
-			es__kernel_check(s);
-	} else {
-		pthread_mutex_lock(&s->lock);
+	es__waiter_add(s, &w, &wk);
+	int kdead = c->kdead;
+	es__sock_unlock(s);      /* completions marked while we held it are processed first */
+	int64_t left = -1;
+	if (deadline) {
+		left = deadline - es__now_ns();
+		if (left < 0)
+			left = 0;
 	}
+	struct pollfd p[3] = { { wk.efd, POLLIN, 0 }, { s->kfd, POLLIN | POLLRDHUP, 0 } };
+	int np = kdead ? 1 : 2;
+	int r = es__wait_fds(&wk, p, np, left, NULL);
+	pthread_mutex_lock(&s->lock);
 	es__waiter_del(s, &w);
-	uint64_t v;
-	R_(read)(efd, &v, 8);
+	es__wake_reset(&wk);
+	if (np == 2 && p[1].revents)
+		es__kernel_check(s);
 	es__process(s);
-	es__spin_end();
-	return rc;
+	return r == -EINTR ? -EINTR : r == 0 ? 0 : 1;
 }
 
 /* copy up to want bytes into iov starting at byte offset at; consume unless peek */
@@ -171,6 +97,7 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 	size_t want = 0, got = 0;
 	for (int i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
+	emp_progress_due(es__g.ep);   /* a busy event loop keeps the engine serviced */
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
 	int64_t dl = deadline_of(s->rcvtimeo_ns);
@@ -217,6 +144,7 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 	}
 	ret = (ssize_t)got;
 out:
+	es__sock_update(s, 0);   /* bits the read cleared (a level-triggered set drops it) */
 	es__sock_unlock(s);
 	return ret;
 }
@@ -226,6 +154,7 @@ ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int fla
 	size_t total = 0, sent = 0;
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
+	emp_progress_due(es__g.ep);
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
 	int64_t dl = deadline_of(s->sndtimeo_ns);
@@ -284,6 +213,7 @@ ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int fla
 	}
 	ret = (ssize_t)sent;
 out:
+	es__sock_update(s, 0);
 	es__sock_unlock(s);
 	return ret;
 }
@@ -299,7 +229,7 @@ int es__shutdown(struct es_sock *s, int how)
 		c->fin_want = 1;
 		es__flush(c);
 	}
-	es__signal(s);
+	es__sock_update(s, 1);
 	es__sock_unlock(s);
 	return 0;
 }

@@ -327,7 +327,7 @@ static void t_piggyback(void)
 	h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);                  /* sessions up both ways */
 	h_xfer(&h, 1, 0, 100, 1, 2, 60 * SEC);
 	for (int waiting = 1; waiting >= 0; waiting--) {
-		h.ep[1]->spinning = waiting;           /* as if a thread waited in emp_wait */
+		h.ep[1]->spinners = waiting;           /* as if a thread spun in emp_wait_for */
 		uint8_t ping[4] = { 1, 2, 3, 4 }, pong[4] = { 5, 6, 7, 8 }, r0[4], r1[4];
 		struct iovec vp = { ping, 4 }, vq = { pong, 4 }, v0 = { r0, 4 }, v1 = { r1, 4 };
 		emp_req_t *s0, *s1, *q0, *q1;
@@ -354,7 +354,7 @@ static void t_piggyback(void)
 		CHECK_EQ(b0.drops_total, a0.drops_total);
 		CHECK_EQ(b1.drops_total, a1.drops_total);
 	}
-	h.ep[1]->spinning = 0;
+	h.ep[1]->spinners = 0;
 	h_free(&h);
 }
 

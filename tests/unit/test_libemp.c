@@ -94,20 +94,32 @@ static void t_wait_timeout(void)
 	pair_close(&p);
 }
 
-static int hook_calls;
-static void hook(void *arg) { __atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED); }
+/* the completion hook: every completed request, once, with its user pointer */
+static int hook_seen[4];
+static char hook_bufs[4][64];
+static void hook(void *arg, emp_req_t *const *reqs, int n)
+{
+	(void)arg;
+	for (int i = 0; i < n; i++) {
+		char *u = emp_req_user(reqs[i]);
+		if (u >= hook_bufs[0] && u <= hook_bufs[3])
+			__atomic_add_fetch(&hook_seen[(u - hook_bufs[0]) / 64], 1, __ATOMIC_RELAXED);
+	}
+}
 
 static void t_wait_any_and_hook(void)
 {
 	struct pair p;
 	pair_open(&p, 1);
-	emp_set_completion_hook(p.ep[1], hook, &hook_calls);
-	char b[4][64], s[64] = "third";
+	emp_set_completion_hook(p.ep[1], hook, NULL);
+	char (*b)[64] = hook_bufs, s[64] = "third";
 	emp_req_t *r[4], *sr;
 	struct emp_status st;
 	for (int i = 0; i < 4; i++) {
 		struct iovec di = { b[i], 64 };
-		CHECK_EQ(emp_post_recv(p.ep[1], A(0), (uint32_t)(10 + i), &di, 1, &r[i]), 0);
+		CHECK_EQ(emp_recv_init(p.ep[1], A(0), (uint32_t)(10 + i), &di, 1, &r[i]), 0);
+		emp_req_set_user(r[i], b[i]);
+		CHECK_EQ(emp_start(p.ep[1], r[i]), 0);
 	}
 	struct iovec si = { s, 6 };
 	CHECK_EQ(emp_post_send(p.ep[0], A(1), 12, &si, 1, &sr), 0);
@@ -115,11 +127,18 @@ static void t_wait_any_and_hook(void)
 	CHECK_EQ(k, 2);
 	CHECK_EQ(st.tag, 12);
 	CHECK(!strcmp(b[2], "third"));
-	CHECK(hook_calls >= 1);
+	/* the hook ran for exactly the request that completed */
+	CHECK_EQ(__atomic_load_n(&hook_seen[2], __ATOMIC_RELAXED), 1);
+	CHECK_EQ(hook_seen[0] + hook_seen[1] + hook_seen[3], 0);
 	CHECK_EQ(emp_wait(p.ep[0], sr, &st, 2000000000), 1);
 	for (int i = 0; i < 4; i++)
 		if (i != 2)
 			CHECK_EQ(emp_cancel(p.ep[1], r[i]), 0);
+	/* cancellations are completions too: each once */
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(__atomic_load_n(&hook_seen[i], __ATOMIC_RELAXED), 1);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(emp_req_free(p.ep[1], r[i]), 0);
 	pair_close(&p);
 }
 

@@ -1,0 +1,57 @@
+/* sys.h: the drivers' and libemp's own way to the kernel: system calls that never pass through the sockets shim's wrappers. */
+/*
+ * libempsock.so carries libemp and the drivers, and it exports read, write,
+ * close, poll, socket, setsockopt, ... for the application. A call to one of
+ * those from inside the library would land in the shim's own wrapper first.
+ * Everything below goes straight to the kernel instead (syscall(2) is not
+ * wrapped), so the engine's device, timer and wake-up fds never touch the
+ * shim's fd table or its locks. Same conventions as libc: -1 and errno.
+ */
+#ifndef EMP_SYS_H
+#define EMP_SYS_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline ssize_t emp__sys_read(int fd, void *b, size_t n) { return syscall(SYS_read, fd, b, n); }
+static inline ssize_t emp__sys_write(int fd, const void *b, size_t n) { return syscall(SYS_write, fd, b, n); }
+static inline int emp__sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+static inline int emp__sys_socket(int d, int t, int p) { return (int)syscall(SYS_socket, d, t, p); }
+static inline int emp__sys_bind(int fd, const struct sockaddr *a, socklen_t l) { return (int)syscall(SYS_bind, fd, a, l); }
+static inline int emp__sys_connect(int fd, const struct sockaddr *a, socklen_t l) { return (int)syscall(SYS_connect, fd, a, l); }
+static inline int emp__sys_setsockopt(int fd, int lv, int nm, const void *v, socklen_t l)
+{
+	return (int)syscall(SYS_setsockopt, fd, lv, nm, v, l);
+}
+static inline int emp__sys_getsockopt(int fd, int lv, int nm, void *v, socklen_t *l)
+{
+	return (int)syscall(SYS_getsockopt, fd, lv, nm, v, l);
+}
+static inline int emp__sys_ioctl(int fd, unsigned long req, void *arg) { return (int)syscall(SYS_ioctl, fd, req, arg); }
+static inline int emp__sys_fcntl(int fd, int cmd, long arg) { return (int)syscall(SYS_fcntl, fd, cmd, arg); }
+static inline ssize_t emp__sys_send(int fd, const void *b, size_t n, int fl)
+{
+	return syscall(SYS_sendto, fd, b, n, fl, NULL, 0);
+}
+static inline ssize_t emp__sys_recv(int fd, void *b, size_t n, int fl)
+{
+	return syscall(SYS_recvfrom, fd, b, n, fl, NULL, NULL);
+}
+/* ppoll with ns (< 0: forever); the kernel's timespec is a private copy */
+static inline int emp__sys_ppoll(struct pollfd *p, nfds_t n, int64_t ns, const sigset_t *mask)
+{
+	struct timespec ts, *tp = NULL;
+	if (ns >= 0) {
+		ts.tv_sec = (time_t)(ns / 1000000000);
+		ts.tv_nsec = (long)(ns % 1000000000);
+		tp = &ts;
+	}
+	return (int)syscall(SYS_ppoll, p, n, tp, mask, mask ? (size_t)(_NSIG / 8) : (size_t)0);
+}
+
+#endif

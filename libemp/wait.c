@@ -1,0 +1,278 @@
+/* wait.c: the one wait primitive (spin, arm, last look, one kernel wait), emp_wait/emp_wait_any on it, transmit batching. */
+/*
+ * Run to completion: a thread that waits drives the engine itself. It spins
+ * for an adaptive budget, then arms (the caller's waker flags: from now on a
+ * completion for it written by another thread wakes its fd), drives once more
+ * so that a frame that arrived between the last look and arm() is processed,
+ * looks again, and sleeps in ONE kernel wait that holds the device fd beside
+ * the caller's own fds. While any thread is inside, the progress thread leaves
+ * the device alone; it keeps the engine's timers, so a sleeper is not woken for
+ * retransmission deadlines (unless there is no progress thread, or time is
+ * virtual: then the sleep is bounded by the engine's next deadline).
+ *
+ * The budget follows the waits this thread sees: a wait that ended soon after
+ * the spin gave up (within 8 x spin_us) says the peer answers at that pace, so
+ * the budget grows to twice that wait (at most 8 x spin_us: a busy event loop
+ * then never sleeps between batches, which costs a wake-up each); a wait longer
+ * than that (the application is idle) halves it, down to spin_us / 64, so an
+ * idle thread burns next to no CPU.
+ *
+ * Spinning threads yield the CPU now and then, for a peer that shares it on a
+ * small host; a yield that comes back at once (nobody else wanted the CPU)
+ * doubles the interval up to EMP__YIELD_MAX_NS, a slow one resets it: a
+ * spinner alone on its CPU makes no system calls, one sharing it gives way
+ * every microsecond.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include "sys.h"
+#include "internal.h"
+
+static __thread uint64_t spin_budget;               /* adaptive spin, ns; 0: not yet set */
+static __thread uint64_t yield_every = EMP__YIELD_NS;
+static __thread int defer_on;
+
+static void spin_yield(struct emp_endpoint *ep, uint64_t *now, uint64_t *yielded)
+{
+	if (*now - *yielded < yield_every)
+		return;
+	sched_yield();
+	uint64_t after = emp__now(ep);
+	if (after - *now < 3000) {
+		if (yield_every < EMP__YIELD_MAX_NS)
+			yield_every *= 2;
+	} else {
+		yield_every = EMP__YIELD_NS;
+	}
+	*now = *yielded = after;
+}
+
+/* the sleep bound when nobody else keeps the timers */
+static int64_t bound_by_engine(struct emp_endpoint *ep, int64_t ns, uint64_t now)
+{
+	if (ep->prog && !ep->clock)
+		return ns;
+	uint64_t dl = emp__fw_next_deadline(ep->fw);
+	if (ep->ops->next_event) {
+		uint64_t e = ep->ops->next_event(ep->dev);
+		if (e < dl)
+			dl = e;
+	}
+	int64_t d = dl == UINT64_MAX ? -1 : dl > now ? (int64_t)(dl - now) : 0;
+	if (ep->clock && (d < 0 || d > 10000000))
+		d = 10000000;   /* virtual time: look every 10 ms of real time */
+	if (d >= 0 && (ns < 0 || d < ns))
+		ns = d;
+	return ns;
+}
+
+void emp__looked(struct emp_endpoint *ep, uint64_t now)
+{
+	__atomic_store_n(&ep->last_exit_ns, now, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&ep->exits, 1, __ATOMIC_RELAXED);
+	emp__progress_exit_seen(ep);
+}
+
+#define left emp__looked
+
+int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
+{
+	if (!ep || !w || !w->done || (!w->sleep && w->timeout_ns))
+		return -EINVAL;
+	uint64_t t0 = emp__now(ep), now = t0;
+	uint64_t end = w->timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)w->timeout_ns;
+	emp__drive_spin(ep);                /* deferred posts leave now; frames are seen */
+	if (w->done(w->arg)) {
+		left(ep, now);
+		return 1;
+	}
+	if (!w->timeout_ns) {
+		left(ep, now);
+		return 0;
+	}
+#define UNDECIDED 0x7fffffff
+	int rc = UNDECIDED;
+	if (!spin_budget)
+		spin_budget = ep->spin_ns;
+	uint64_t budget = ep->spin_ns ? spin_budget : 0;
+	if (budget) {
+		uint64_t spin_end = t0 + budget, yielded = t0;
+		__atomic_add_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
+		for (unsigned i = 1;; i++) {
+			emp__drive_spin(ep);
+			if (w->done(w->arg)) {
+				rc = 1;
+				break;
+			}
+			if (i & 7)
+				continue;
+			now = emp__now(ep);   /* every 8 turns: a clock read costs more than a turn */
+			if (now >= end) {
+				rc = 0;
+				break;
+			}
+			if (now >= spin_end)
+				break;
+			spin_yield(ep, &now, &yielded);
+		}
+		__atomic_sub_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
+	}
+	while (rc == UNDECIDED) {
+		__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+		if (w->arm)
+			w->arm(w->arg);
+		emp__drive_sleep(ep);           /* after arming: nothing slips between look and sleep */
+		int r = 0;
+		if (w->done(w->arg)) {
+			rc = 1;
+		} else {
+			now = emp__now(ep);
+			int64_t ns = end == UINT64_MAX ? -1 : end > now ? (int64_t)(end - now) : 0;
+			r = w->sleep(w->arg, bound_by_engine(ep, ns, now));
+		}
+		if (w->disarm)
+			w->disarm(w->arg);
+		__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+		if (rc == 1)
+			break;
+		emp__drive(ep);
+		now = emp__now(ep);
+		if (w->done(w->arg))
+			rc = 1;
+		else if (r > 0)
+			rc = 2;
+		else if (r < 0)
+			rc = r;
+		else if (now >= end)
+			rc = 0;
+	}
+	now = emp__now(ep);
+	uint64_t took = now - t0, hi = 8 * ep->spin_ns;
+	if (took > budget && took <= hi)
+		spin_budget = 2 * took < hi ? 2 * took : hi;   /* just missed: spin longer */
+	else if (took > hi && spin_budget > ep->spin_ns / 64)
+		spin_budget /= 2;                               /* idle: spin less */
+	left(ep, now);
+	return rc;
+}
+
+/* ---- emp_wait, emp_wait_any: requests of the caller's, on the same primitive ---- */
+
+static __thread int wake_efd = -1;
+
+static int thread_wake_fd(void)
+{
+	if (wake_efd < 0)
+		wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return wake_efd;
+}
+
+static int is_done(emp_req_t *d)
+{
+	return __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+
+static int first_done(emp_req_t **reqs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (reqs[i] && is_done(reqs[i]))
+			return i;
+	return -1;
+}
+
+struct reqwait {
+	struct emp_endpoint *ep;
+	emp_req_t **reqs;
+	int n;
+	struct emp_waiter w;
+};
+
+static int rw_done(void *arg)
+{
+	struct reqwait *a = arg;
+	return first_done(a->reqs, a->n) >= 0;
+}
+
+/* another thread that completes something writes our eventfd (endpoint.c) */
+static void rw_arm(void *arg)
+{
+	struct reqwait *a = arg;
+	struct emp_endpoint *ep = a->ep;
+	a->w.efd = thread_wake_fd();
+	pthread_mutex_lock(&ep->wait_mu);
+	a->w.next = ep->waiters;
+	ep->waiters = &a->w;
+	__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&ep->wait_mu);
+}
+
+static void rw_disarm(void *arg)
+{
+	struct reqwait *a = arg;
+	struct emp_endpoint *ep = a->ep;
+	pthread_mutex_lock(&ep->wait_mu);
+	struct emp_waiter **pp = &ep->waiters;
+	while (*pp && *pp != &a->w)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = a->w.next;
+	__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&ep->wait_mu);
+	uint64_t v;
+	if (a->w.efd >= 0 && emp__sys_read(a->w.efd, &v, sizeof(v)) < 0)
+		v = 0;
+}
+
+/* Frames or our eventfd. The device may report an error instead of frames
+ * (its interface went down or away): take the error and sleep on our own
+ * eventfd for a while rather than spin on a failing device. */
+static int rw_sleep(void *arg, int64_t ns)
+{
+	struct reqwait *a = arg;
+	struct pollfd p[2] = { { a->ep->dev_fd, POLLIN, 0 }, { a->w.efd, POLLIN, 0 } };
+	if (emp__sys_ppoll(p, 2, ns, NULL) < 0 && errno == EINTR)
+		return 0;                        /* emp_wait does not fail with EINTR */
+	if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+		emp_wait_fd_error(a->ep);
+		emp__sys_ppoll(&p[1], 1, ns >= 0 && ns < 100000000 ? ns : 100000000, NULL);
+	}
+	return 0;
+}
+
+static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns)
+{
+	struct reqwait a = { ep, reqs, n, { -1, NULL } };
+	struct emp_waitfor w = { .done = rw_done, .arm = rw_arm, .sleep = rw_sleep, .disarm = rw_disarm,
+				 .arg = &a, .timeout_ns = timeout_ns };
+	emp_wait_for(ep, &w);
+	int got = first_done(reqs, n);
+	return got >= 0 ? got : -ETIMEDOUT;
+}
+
+int emp__wait_reqs(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns)
+{
+	return wait_many(ep, reqs, n, timeout_ns);
+}
+
+/* ---- transmit batching ---- */
+
+void emp_defer(emp_endpoint_t *ep, int on)
+{
+	(void)ep;
+	defer_on = !!on;
+}
+
+int emp__deferring(struct emp_endpoint *ep)
+{
+	(void)ep;
+	return defer_on;
+}
+
+void emp_flush(emp_endpoint_t *ep)
+{
+	if (ep && (__atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) ||
+		   __atomic_load_n(&ep->mb.head, __ATOMIC_ACQUIRE) != __atomic_load_n(&ep->mb.tail, __ATOMIC_ACQUIRE)))
+		emp__drive_post(ep);
+}
