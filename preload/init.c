@@ -83,7 +83,7 @@ void es__dbg(const char *fmt, ...)
 
 static unsigned env_u(const char *name, unsigned def, unsigned lo, unsigned hi)
 {
-	const char *v = getenv(name);
+	const char *v = secure_getenv(name);
 	if (!v || !*v)
 		return def;
 	unsigned long x = strtoul(v, NULL, 0);
@@ -99,7 +99,7 @@ int es__conf(void)
 	pthread_mutex_lock(&es__g.lock);
 	if (!es__g.conf_loaded) {
 		char err[256];
-		const char *s = getenv("EMP_STRICT");
+		const char *s = secure_getenv("EMP_STRICT");
 		es__g.strict = s && *s && strcmp(s, "0");
 		es__g.debug = env_u("EMP_SOCK_DEBUG", 0, 0, 9);
 		es__g.neg_ms = env_u("EMP_NEG_TIMEOUT_MS", 500, 5, 60000);
@@ -109,7 +109,7 @@ int es__conf(void)
 		emp_conf_defaults(&es__g.conf);
 		int r = emp_conf_load(&es__g.conf, NULL, err, sizeof err);
 		if (r < 0) {
-			if (es__g.strict || getenv("EMP_CONF"))
+			if (es__g.strict || secure_getenv("EMP_CONF"))
 				es__log("%s; sockets stay on kernel TCP", err);
 			es__g.conf_loaded = -1;
 		} else {
