@@ -170,7 +170,8 @@ void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t n
 		pe->match_next = 1;
 		pe->matched = 0;
 	}
-	send_hello(fw, p, EMP_T_HELLO_ACK, h->session);
+	if (emp__reply_ok(fw, p, now))           /* forged HELLOs draw no flood (limit.c) */
+		send_hello(fw, p, EMP_T_HELLO_ACK, h->session);
 	/* a queued send toward a peer we just learned about: start its session too */
 	if (pe->tx_state == PTX_HELLO && pe->hello_tries > 0)
 		emp__peer_send_hello(fw, p, now);
@@ -236,10 +237,14 @@ void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h)
 {
 	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
-	if (p == NIL)
-		p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 1);
-	if (p == NIL)
+	if (!emp__reply_ok(fw, p, fw->now))      /* forged frames draw no flood (limit.c) */
 		return;
+	if (p == NIL) {
+		p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 1);
+		if (p == NIL)
+			return;
+		fw->peer[p].reply_at = fw->now ? fw->now : 1;
+	}
 	fw->ctr.stale_sent++;
 	uint8_t *b = emp__tx_slot(fw, p, EMP_T_STALE, 0, 0, 0, EMP_STALE_HDR_LEN);
 	put32(b - EMP_HDR_LEN + 12, h->src_inc);   /* to the life that sent it */
