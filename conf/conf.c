@@ -1,4 +1,5 @@
 /* conf.c: the cluster config file: parser and validation, file loading, peer lookups and socket rules. */
+#include "sys.h"
 #include "conf.h"
 #include "proto.h"
 
@@ -29,7 +30,7 @@ struct parser {
 	int rto_line, rto_max_line;
 };
 
-enum opt_type { T_U32, T_U64, T_BOOL, T_ETHER };
+enum opt_type { T_U32, T_U64, T_BOOL, T_ETHER, T_GROUP };
 
 struct optdef {
 	const char *key;
@@ -53,9 +54,22 @@ static const struct optdef opts[] = {
 	O(qdisc_bypass, T_BOOL, 0, 1),
 	O(ack_delay_us, T_U64, 0, 1000000),
 	O(spin_us, T_U32, 0, 1000000),
+	O(stats_group, T_GROUP, 1, 32),
 };
 #undef O
 #define NOPTS ((int)(sizeof(opts) / sizeof(opts[0])))
+
+/* EtherTypes of other protocols: EMP frames must never be taken for them (a
+ * host's IP stack, ARP cache or bridge would parse them) nor they for EMP. */
+static const struct { uint16_t type; const char *name; } taken_types[] = {
+	{ 0x0800, "IPv4" }, { 0x0806, "ARP" }, { 0x0842, "Wake-on-LAN" }, { 0x8035, "RARP" },
+	{ 0x86DD, "IPv6" }, { 0x8100, "VLAN (802.1Q)" }, { 0x88A8, "VLAN (802.1ad)" },
+	{ 0x9100, "VLAN (QinQ)" }, { 0x8808, "Ethernet flow control" }, { 0x8809, "slow protocols (LACP)" },
+	{ 0x8847, "MPLS" }, { 0x8848, "MPLS" }, { 0x8863, "PPPoE" }, { 0x8864, "PPPoE" },
+	{ 0x888E, "802.1X" }, { 0x88CC, "LLDP" }, { 0x88E5, "MACsec" }, { 0x88F7, "PTP" },
+	{ 0x8906, "FCoE" }, { 0x8914, "FCoE" }, { 0x8915, "RoCE" }, { 0x9000, "loopback" },
+	{ 0x22F0, "AVTP" }, { 0x88E7, "PBB" }, { 0x8902, "CFM" },
+};
 
 static int is_space(char ch)
 {
@@ -358,8 +372,23 @@ static int parse_option(struct parser *p, char **tok, int nt)
 		if (val < o->lo || val > o->hi)
 			return perr(p, v, "option %s: must be 0x0600..0xffff (an EtherType, not a length)",
 				    o->key);
+		for (size_t i = 0; i < sizeof(taken_types) / sizeof(taken_types[0]); i++)
+			if (taken_types[i].type == val)
+				return perr(p, v, "option %s: 0x%04llx is the EtherType of %s; choose an unused "
+					    "one (default 0x88b5, the IEEE local experimental EtherType)", o->key,
+					    (unsigned long long)val, taken_types[i].name);
 		*(uint16_t *)dst = (uint16_t)val;
 		break;
+	case T_GROUP: {
+		/* a group name (letters, digits, ._-, not starting with '-') or a number */
+		size_t n = strlen(v);
+		if (n < o->lo || n > o->hi || v[0] == '-' ||
+		    strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+			return perr(p, v, "option %s: expected a group name or number (1-32 of [A-Za-z0-9._-])",
+				    o->key);
+		memcpy(dst, v, n + 1);
+		break;
+	}
 	case T_U32:
 	case T_U64:
 		if (parse_u64(v, strlen(v), &val) < 0)
@@ -555,8 +584,15 @@ static int read_all(int fd, const char *path, char **out, unsigned long *outlen,
 		    unsigned errlen)
 {
 	struct stat st;
-	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-		seterr(err, errlen, "%s: is a directory, not a config file", path);
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		seterr(err, errlen, "%s: cannot stat: %s", path, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		seterr(err, errlen, "%s: is %s, not a config file (a regular file)", path,
+		       S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+		       S_ISSOCK(st.st_mode) ? "a socket" : "a device");
 		return -EINVAL;
 	}
 	size_t used = 0;
@@ -566,7 +602,7 @@ static int read_all(int fd, const char *path, char **out, unsigned long *outlen,
 		return -ENOMEM;
 	}
 	while (used <= CONF_MAX_BYTES) {
-		ssize_t r = read(fd, buf + used, CONF_MAX_BYTES + 1 - used);
+		ssize_t r = emp__sys_read(fd, buf + used, CONF_MAX_BYTES + 1 - used);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
@@ -598,13 +634,14 @@ int emp_conf_load(struct emp_conf *c, const char *path, char *err, unsigned errl
 
 	emp_conf_defaults(c);
 	if (!path) {
-		env = getenv("EMP_CONF");
+		env = secure_getenv("EMP_CONF");
 		path = env && *env ? env : EMP_CONF_DEFAULT_PATH;
 		if (path != env)
 			env = NULL;
 	}
 	snprintf(c->path, sizeof(c->path), "%s", path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* never blocks: a FIFO (or a device) named as the config is refused, not read */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT)
@@ -618,7 +655,7 @@ int emp_conf_load(struct emp_conf *c, const char *path, char *err, unsigned errl
 		return e == EPERM ? -EACCES : -e;
 	}
 	int rc = read_all(fd, path, &text, &len, err, errlen);
-	close(fd);
+	emp__sys_close(fd);
 	if (rc < 0)
 		return rc;
 	rc = emp_conf_parse(c, path, text, len, err, errlen);

@@ -41,6 +41,8 @@ struct emp_conf_options {
 	int qdisc_bypass;             /* qdisc_bypass on|off, default on */
 	uint64_t ack_delay_us;        /* ack_delay_us N, default 50 */
 	uint32_t spin_us;             /* spin_us N: busy-poll before blocking, default 50 */
+	char stats_group[33];         /* stats_group NAME|GID: statistics segments 0640 and this
+				       * group, default "" (0600, owner only) */
 };
 
 struct emp_conf {
@@ -57,7 +59,9 @@ void emp_conf_defaults(struct emp_conf *c);
  * 0 on success; -EINVAL with err filled on the first error. */
 int emp_conf_parse(struct emp_conf *c, const char *name, const char *text, unsigned long len,
 		   char *err, unsigned errlen);
-/* Load a file: path NULL means $EMP_CONF, else EMP_CONF_DEFAULT_PATH.
+/* Load a file: path NULL means $EMP_CONF (secure_getenv: ignored in a
+ * set-uid or file-capability process), else EMP_CONF_DEFAULT_PATH. Only a
+ * regular file is read (a FIFO, device or directory is refused at once).
  * -ENOENT / -EACCES / -EINVAL with err filled. */
 int emp_conf_load(struct emp_conf *c, const char *path, char *err, unsigned errlen);
 void emp_conf_free(struct emp_conf *c);

@@ -33,6 +33,40 @@ static void post_recv(struct emp_fw *fw, int32_t r)
 		emp__rx_unblock(fw, d);
 }
 
+/* A receive whose message was given up (expire.c) is posted again, in its
+ * original place in posting order (a stream of receives with one tag keeps
+ * its order), and may unblock a sender waiting for a receive. */
+void emp__repost_recv(struct emp_fw *fw, int32_t r)
+{
+	struct emp_desc *d = &fw->desc[r];
+	struct rec *x = &fw->rec[r];
+	struct dlist *l = recv_list(fw, d);
+	x->kind = REC_RECV_POSTED;
+	x->tag = d->tag;
+	x->peer = NIL;
+	x->msg_id = x->nframes = x->frag = x->cum = 0;
+	x->len = x->sack = x->deadline = x->rx_expire = x->rx_limit = 0;
+	x->since_ack = x->nack_cum = 0;
+	int32_t q = l->head;
+	while (q != NIL && fw->rec[q].seq < x->seq)
+		q = fw->rec[q].next;
+	if (q == NIL) {
+		emp__dl_push(fw, l, r);
+	} else {
+		struct rec *y = &fw->rec[q];
+		x->next = q;
+		x->prev = y->prev;
+		if (y->prev != NIL)
+			fw->rec[y->prev].next = r;
+		else
+			l->head = r;
+		y->prev = r;
+	}
+	fw->posted_recvs++;
+	if (fw->norecv_peers)
+		emp__rx_unblock(fw, d);
+}
+
 /* First posted receive (posting order) matching a message from (host, ep)
  * with tag; it is unlinked and returned, or NIL. A wildcard receive takes
  * messages strictly in the sender's order, so when allow_wild is 0 (earlier
@@ -109,7 +143,7 @@ static void post_send(struct emp_fw *fw, int32_t r, uint64_t now)
 	x->peer = p;
 	x->len = d->len;
 	x->tag = d->tag;
-	emp__dl_push(fw, &fw->peer[p].txq, r);
+	emp__send_enqueue(fw, p, r);
 	emp__peer_activate(fw, p);
 	if (fw->peer[p].tx_state == PTX_NEW)
 		emp__peer_send_hello(fw, p, now);
@@ -173,7 +207,7 @@ static void cancel(struct emp_fw *fw, uint32_t idx)
 		x->src_ep = EMP_ANY_EP;
 		emp__complete(fw, r, -EMP_ECANCELED);
 	} else if (x->kind == REC_SEND_QUEUED && x->peer != NIL) {
-		emp__dl_del(fw, &fw->peer[x->peer].txq, r);
+		emp__dl_del(fw, x->lane ? &fw->peer[x->peer].txs : &fw->peer[x->peer].txq, r);
 		emp__complete(fw, r, -EMP_ECANCELED);
 	}
 	/* active transfers cannot be cancelled: the host sees them still posted */

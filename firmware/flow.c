@@ -7,9 +7,12 @@ uint16_t emp__fc_advertise(const struct emp_fw *fw)
 	return fw->posted_recvs > 0xffff ? 0xffff : (uint16_t)fw->posted_recvs;
 }
 
+/* A peer's word on its free receives, bounded by what we could use of them
+ * (peer_msgs messages in flight toward it): a forged or buggy 0xffff buys
+ * nothing and shows as no more than that. */
 void emp__fc_update(struct emp_fw *fw, struct peer *pe, uint16_t credits)
 {
-	pe->credits = credits;
+	pe->credits = credits < fw->cfg.peer_msgs ? credits : fw->cfg.peer_msgs;
 	pe->unacked_starts = 0;
 }
 

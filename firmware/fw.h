@@ -107,6 +107,10 @@ struct emp_fw_config {
 	uint8_t  checksum;        /* CRC32C on every frame sent */
 	uint32_t tx_burst;        /* frames per poll before yielding */
 	uint64_t ack_hold_ns;     /* a lone completion ack waits this long for a data frame to share its system call */
+	uint64_t recv_idle_ns;    /* a partly received message that gets no new frame for this long is given
+				   * up and its receive posted again (0: retries * rto_max, when a live
+				   * sender has given up too); it also must arrive at an average of one
+				   * frame per recv_idle_ns / 1024 (expire.c) */
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c);
@@ -118,6 +122,8 @@ enum emp_drop_reason {
 	EMP_DROP_CSUM, EMP_DROP_STALE, EMP_DROP_NO_SESSION, EMP_DROP_NO_RECV,
 	EMP_DROP_DUP, EMP_DROP_WINDOW, EMP_DROP_UNKNOWN_MSG, EMP_DROP_NO_PEER_SLOT,
 	EMP_DROP_TX_FULL, EMP_DROP_ORDER,
+	EMP_DROP_DST_MAC,          /* destination MAC not ours: broadcast, multicast or another host's */
+	EMP_DROP_EXPIRED,          /* a frame of a message whose receive was given up (expire.c) */
 	EMP_DROP_MAX
 };
 extern const char *const emp__drop_names[EMP_DROP_MAX];
@@ -133,6 +139,8 @@ struct emp_counters {
 	uint64_t piggy_acks;        /* completion acks sent inside a DATA frame */
 	uint64_t spurious_rtx;      /* rounds of retransmissions the receiver already had (RTO floor raised) */
 	uint64_t fc_stalls;
+	uint64_t recv_expired;      /* partly received messages given up (their receives posted again) */
+	uint64_t replies_limited;   /* STALE / HELLO_ACK replies not sent: over the rate limit */
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];

@@ -56,9 +56,15 @@ struct peer {
 	uint8_t norecv_pending;     /* a message of theirs found no receive */
 	uint32_t norecv_msg, norecv_tag;
 	struct dlist txq;           /* REC_SEND_QUEUED, posting order */
+	struct dlist txs;           /* the one-frame lane: REC_SEND_QUEUED one-frame messages with
+				     * nothing of their tag in txq; they start first (send.c) */
 	struct dlist act;           /* REC_SEND_ACTIVE, msg id order */
 	struct dlist rxa;           /* REC_RECV_ACTIVE */
 	uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes, retransmits;  /* this peer's traffic */
+	uint64_t reply_at;          /* last unasked reply (STALE, HELLO_ACK) to it: rate limit (limit.c) */
+	uint32_t rx_dead_msg[4];    /* messages of theirs whose receive was given up (expire.c) ... */
+	uint16_t rx_dead_ses[4];    /* ... and their sessions; a ring */
+	uint8_t rx_dead_n;
 	int32_t hnext;              /* hash chain */
 	int32_t anext, aprev;       /* active-peer list */
 };
@@ -67,6 +73,7 @@ struct peer {
 struct rec {
 	uint8_t kind, fast_rtx_armed;
 	uint8_t ack_owed;           /* recv: frames received since the last ack */
+	uint8_t lane;               /* send, queued: on the peer's txs, not txq */
 	int32_t next, prev;
 	int32_t peer;
 	uint32_t msg_id, tag, nframes, frag;
@@ -85,6 +92,8 @@ struct rec {
 	uint32_t retries;
 	uint32_t since_ack, nack_cum;
 	uint16_t src_host, src_ep;  /* recv: actual source */
+	uint64_t rx_expire;         /* recv: give the message up at this time (expire.c) */
+	uint64_t rx_limit;          /* recv: ... and at the latest at this one */
 };
 
 struct emp_fw {
@@ -122,6 +131,8 @@ struct emp_fw {
 	struct { int32_t rec, peer; uint32_t frame; uint8_t held_ack, dead; } txmeta[TXB_MAX];
 	uint8_t txhdr[TXB_MAX][HDRBUF];
 	uint8_t *bounce;            /* [TXB_MAX][mtu] for frames with too many pieces */
+	uint32_t reply_tokens;      /* unasked replies that may go now (limit.c) */
+	uint64_t reply_refill;      /* when the bucket was last refilled */
 	struct emp_counters ctr;
 };
 
@@ -178,6 +189,8 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 		      uint16_t session, uint32_t body_len);
 void emp__tx_flush(struct emp_fw *fw);
 void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now);
+/* send.c: a posted send joins its peer's queue (or the one-frame lane) */
+void emp__send_enqueue(struct emp_fw *fw, int32_t p, int32_t r);
 void emp__tx_pump(struct emp_fw *fw, uint64_t now);
 /* receive.c: the frame dispatcher */
 void emp__drop(struct emp_fw *fw, enum emp_drop_reason why);
@@ -202,5 +215,14 @@ int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t 
 int emp__match_recv_blocked(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag);
 /* receive.c: tell a sender whose message found no receive that one is posted now */
 void emp__rx_unblock(struct emp_fw *fw, const struct emp_desc *d);
+/* descriptors.c: a receive given back to the posted lists, at its place in posting order */
+void emp__repost_recv(struct emp_fw *fw, int32_t r);
+/* expire.c: partial receives that stop making progress */
+void emp__recv_matched(struct emp_fw *fw, struct rec *x, uint64_t now);
+void emp__recv_progress(struct emp_fw *fw, struct rec *x, uint64_t now);
+int emp__recv_expired(struct emp_fw *fw, int32_t p, int32_t r, uint64_t now);
+int emp__recv_dead(const struct peer *pe, uint32_t msg_id, uint16_t session);
+/* limit.c: STALE and HELLO_ACK are sent unasked (a spoofed frame draws one): 1 if one may go to p now */
+int emp__reply_ok(struct emp_fw *fw, int32_t p, uint64_t now);
 
 #endif

@@ -31,6 +31,7 @@ int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create)
 	pe->hello_rto = fw->cfg.rto_ns;
 	pe->rto = fw->cfg.rto_ns;
 	pe->txq.head = pe->txq.tail = NIL;
+	pe->txs.head = pe->txs.tail = NIL;
 	pe->act.head = pe->act.tail = NIL;
 	pe->rxa.head = pe->rxa.tail = NIL;
 	pe->anext = pe->aprev = NIL;
@@ -70,6 +71,11 @@ void emp__peer_fail_sends(struct emp_fw *fw, int32_t p, int64_t err)
 	while (pe->txq.head != NIL) {
 		int32_t r = pe->txq.head;
 		emp__dl_del(fw, &pe->txq, r);
+		emp__complete(fw, r, err);
+	}
+	while (pe->txs.head != NIL) {
+		int32_t r = pe->txs.head;
+		emp__dl_del(fw, &pe->txs, r);
 		emp__complete(fw, r, err);
 	}
 	pe->inflight_frames = pe->inflight_msgs = 0;
@@ -170,7 +176,8 @@ void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t n
 		pe->match_next = 1;
 		pe->matched = 0;
 	}
-	send_hello(fw, p, EMP_T_HELLO_ACK, h->session);
+	if (emp__reply_ok(fw, p, now))           /* forged HELLOs draw no flood (limit.c) */
+		send_hello(fw, p, EMP_T_HELLO_ACK, h->session);
 	/* a queued send toward a peer we just learned about: start its session too */
 	if (pe->tx_state == PTX_HELLO && pe->hello_tries > 0)
 		emp__peer_send_hello(fw, p, now);
@@ -236,10 +243,14 @@ void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h)
 {
 	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
-	if (p == NIL)
-		p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 1);
-	if (p == NIL)
+	if (!emp__reply_ok(fw, p, fw->now))      /* forged frames draw no flood (limit.c) */
 		return;
+	if (p == NIL) {
+		p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 1);
+		if (p == NIL)
+			return;
+		fw->peer[p].reply_at = fw->now ? fw->now : 1;
+	}
 	fw->ctr.stale_sent++;
 	uint8_t *b = emp__tx_slot(fw, p, EMP_T_STALE, 0, 0, 0, EMP_STALE_HDR_LEN);
 	put32(b - EMP_HDR_LEN + 12, h->src_inc);   /* to the life that sent it */

@@ -98,7 +98,8 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	const uint8_t *b = h->body;
 	uint32_t frame = get32(b), msg_len = get32(b + 4), tag = get32(b + 8);
 	uint32_t frag = get16(b + 12), plen = get16(b + 14);
-	if (frag == 0 || frag + EMP_DATA_OVERHEAD > fw->cfg.mtu) {
+	/* every sender's frames carry at least EMP_MIN_MTU bytes (both MTUs are) */
+	if (frag < EMP_MIN_MTU - EMP_DATA_OVERHEAD || frag + EMP_DATA_OVERHEAD > fw->cfg.mtu) {
 		emp__drop(fw, EMP_DROP_BAD_LEN);
 		return;
 	}
@@ -136,6 +137,10 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	int32_t r = find(fw, &pe->rxa, h->msg_id);
 	if (r == NIL) {
 		uint32_t off = h->msg_id - pe->match_next, prev = get32(b + 16);
+		if (emp__recv_dead(pe, h->msg_id, h->session)) {
+			emp__drop(fw, EMP_DROP_EXPIRED);   /* given up here: no ack (expire.c) */
+			return;
+		}
 		if (seq_lt(h->msg_id, pe->match_next) || (off < EMP_MATCH_BITS && (pe->matched >> off & 1))) {
 			/* a message completed here: its final ack was lost */
 			emp__drop(fw, EMP_DROP_DUP);
@@ -192,6 +197,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		x->deadline = 0;
 		x->src_host = pe->host;
 		x->src_ep = pe->ep;
+		emp__recv_matched(fw, x, now);
 		emp__dl_push(fw, &pe->rxa, r);
 		emp__peer_activate(fw, p);          /* its delayed-ack timer lives on the active list */
 		pe->matched |= 1ull << off;
@@ -219,6 +225,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		place(&fw->desc[r], off, payload,
 		      (uint32_t)(x->cap - off < plen ? x->cap - off : plen));
 	fw->ctr.rx_data++;
+	emp__recv_progress(fw, x, now);
 	x->sack |= 1ull << (frame - x->cum);
 	while (x->sack & 1) {
 		x->sack >>= 1;
@@ -272,8 +279,6 @@ static int64_t body_size(uint8_t type, uint16_t flags, const uint8_t *body, uint
 	}
 }
 
-static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-
 int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t now)
 {
 	int before = fw->completed;
@@ -324,8 +329,12 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 		emp__drop(fw, EMP_DROP_CSUM);
 		goto out;
 	}
-	if ((memcmp(h.dst_mac, fw->cfg.mac, 6) && memcmp(h.dst_mac, bcast, 6)) ||
-	    h.dst_ep != fw->cfg.endpoint) {
+	if (memcmp(h.dst_mac, fw->cfg.mac, 6)) {
+		/* broadcast, multicast, or another host's (a promiscuous device) */
+		emp__drop(fw, EMP_DROP_DST_MAC);
+		goto out;
+	}
+	if (h.dst_ep != fw->cfg.endpoint) {
 		emp__drop(fw, EMP_DROP_NOT_MINE);
 		goto out;
 	}

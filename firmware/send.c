@@ -142,11 +142,27 @@ static int is_small(const struct peer *pe, const struct rec *x)
 	return x->len <= pe->frag;
 }
 
+/* A posted send joins the peer's queue: a one-frame message with nothing of
+ * its tag queued before it takes the lane (txs), which starts first; anything
+ * else keeps posting order in txq. (A tag never overtakes itself.) */
+void emp__send_enqueue(struct emp_fw *fw, int32_t p, int32_t r)
+{
+	struct peer *pe = &fw->peer[p];
+	struct rec *x = &fw->rec[r];
+	int lane = is_small(pe, x);
+	for (int32_t q = pe->txq.tail; lane && q != NIL; q = fw->rec[q].prev)
+		if (fw->rec[q].tag == x->tag)
+			lane = 0;
+	x->lane = (uint8_t)lane;
+	emp__dl_push(fw, lane ? &pe->txs : &pe->txq, r);
+}
+
 static void start_one(struct emp_fw *fw, int32_t p, int32_t r)
 {
 	struct peer *pe = &fw->peer[p];
 	struct rec *x = &fw->rec[r];
-	emp__dl_del(fw, &pe->txq, r);
+	emp__dl_del(fw, x->lane ? &pe->txs : &pe->txq, r);
+	x->lane = 0;
 	x->kind = REC_SEND_ACTIVE;
 	x->msg_id = pe->next_msg_id++;
 	x->prev_id = 0;
@@ -167,15 +183,17 @@ static void start_one(struct emp_fw *fw, int32_t p, int32_t r)
 	emp__fc_started(fw, pe);
 }
 
-/* Queued messages start in posting order while the peer's windows allow.
- * A multi-frame message leaves EMP_SMALL_RESERVE_MSGS slots free; when it
- * has to wait, one-frame messages queued behind it (up to
- * EMP_SMALL_LOOKAHEAD) start ahead of it unless a message of their own tag
- * waits before them: a connection's FIN or credits never queue behind other
- * connections' bulk data. */
+/* One-frame messages of the lane start first. Then txq in posting order
+ * while the peer's windows allow; a multi-frame message leaves
+ * EMP_SMALL_RESERVE_MSGS slots to the lane, and when it has to wait,
+ * one-frame messages queued behind it (up to EMP_SMALL_LOOKAHEAD) start ahead
+ * of it unless a message of their own tag waits before them: a connection's
+ * FIN or credits never queue behind other connections' bulk data. */
 static void start_messages(struct emp_fw *fw, int32_t p, uint64_t now)
 {
 	struct peer *pe = &fw->peer[p];
+	while (pe->txs.head != NIL && pe->inflight_msgs < fw->cfg.peer_msgs && emp__fc_may_start(fw, pe, now))
+		start_one(fw, p, pe->txs.head);
 	uint32_t big_max = fw->cfg.peer_msgs > EMP_SMALL_RESERVE_MSGS ? fw->cfg.peer_msgs - EMP_SMALL_RESERVE_MSGS : 1;
 	uint32_t held[EMP_SMALL_LOOKAHEAD];
 	unsigned nheld = 0, looked = 0;
@@ -222,6 +240,8 @@ static void pump_rec(struct emp_fw *fw, int32_t r, unsigned *budget, uint64_t no
 	uint32_t limit = x->cum + fw->cfg.window;
 	if (limit > x->nframes)
 		limit = x->nframes;
+	/* a one-frame message always has room for its frame (at most peer_msgs
+	 * of them are in flight): it never waits for the bulk window to drain */
 	while (x->sent_hi < limit && *budget && pe->inflight_frames < fw->cfg.peer_window) {
 		uint32_t frame = x->sent_hi++;
 		pe->inflight_frames++;
@@ -244,7 +264,7 @@ static void pump_rec(struct emp_fw *fw, int32_t r, unsigned *budget, uint64_t no
 
 static int peer_idle(const struct peer *pe)
 {
-	return pe->txq.head == NIL && pe->act.head == NIL && pe->rxa.head == NIL &&
+	return pe->txq.head == NIL && pe->txs.head == NIL && pe->act.head == NIL && pe->rxa.head == NIL &&
 	       pe->tx_state != PTX_HELLO;
 }
 

@@ -148,12 +148,20 @@ int emp__fw_timers(struct emp_fw *fw, uint64_t now)
 					next = min64(next, x->deadline);
 				r = rn;
 			}
-			for (int32_t r = pe->rxa.head; r != NIL; r = fw->rec[r].next) {
+			for (int32_t r = pe->rxa.head; r != NIL;) {
 				struct rec *x = &fw->rec[r];
+				int32_t rn = x->next;
+				if (emp__recv_expired(fw, p, r, now)) {
+					r = rn;              /* given up, its receive posted again */
+					continue;
+				}
 				if (x->deadline && now >= x->deadline)
 					emp__send_ack(fw, p, x, 0);
 				if (x->deadline)
 					fine = min64(fine, x->deadline);
+				if (x->rx_expire)
+					next = min64(next, x->rx_expire);
+				r = rn;
 			}
 			p = pnext;
 		} while (p != NIL && p != fw->alist);

@@ -16,6 +16,9 @@ typedef struct emp_desc emp_req_t;             /* a request is a descriptor */
 #define EMP_ANY_HOST  0xffffu
 #define EMP_ANY_EP    0xffffu
 #define EMP_ANY_TAG   0xffffffffu
+#define EMP_EP_AUTO   0u          /* emp_open: a random id that no other endpoint here holds */
+#define EMP_EP_AUTO_MIN 1024u     /* ... chosen from this range */
+#define EMP_EP_AUTO_MAX 65534u
 
 typedef struct emp_addr {
 	uint16_t host;                           /* index in the route table */
@@ -31,7 +34,9 @@ struct emp_open_opts {
 	const struct emp_conf *conf; /* or an already parsed config (copied) */
 	const char *driver;          /* "afpacket" (default) or "sim" */
 	const char *ifname;          /* afpacket: NULL = from config / routing */
-	uint16_t endpoint;           /* own endpoint id */
+	uint16_t endpoint;           /* own endpoint id, or EMP_EP_AUTO. afpacket: the id is locked in
+					* the network namespace for the endpoint's life; one held by
+					* another endpoint gives -EADDRINUSE (EMP_EP_AUTO picks another) */
 	struct emp_sim_wire *wire;   /* sim: wire to attach to */
 	const uint8_t *mac;          /* sim: this port's MAC */
 	int no_progress_thread;      /* 1: caller drives with emp_progress() */

@@ -246,7 +246,7 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 {
 	char err[256] = "", ifname[64] = "";
 	struct emp_dev_params p = {
-		.ethertype = ep->conf.opt.ethertype, .endpoint = o->endpoint,
+		.ethertype = ep->conf.opt.ethertype, .endpoint = ep->epid,
 		.qdisc_bypass = ep->conf.opt.qdisc_bypass, .wire = o->wire, .mac = o->mac,
 		.err = err, .errlen = sizeof(err),
 	};
@@ -273,6 +273,33 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 	ep->ops->mac(ep->dev, ep->mac);
 	ep->dev_fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
 	return 0;
+}
+
+/* The endpoint id: o->endpoint, or a random one for EMP_EP_AUTO; with the
+ * afpacket driver it is locked in this network namespace first (eplock.c). */
+static int claim_id(struct emp_endpoint *ep, const struct emp_open_opts *o)
+{
+	int lock = emp__driver_find(o->driver) == &emp__afpacket_ops;
+	int tries = o->endpoint == EMP_EP_AUTO ? 64 : 1;
+	for (int i = 0; i < tries; i++) {
+		uint16_t id = o->endpoint == EMP_EP_AUTO ? emp__random_epid() : o->endpoint;
+		int fd = lock ? emp__eplock(ep->conf.opt.ethertype, id) : -1;
+		if (fd >= 0 || !lock) {
+			ep->epid = id;
+			ep->eplock = fd;
+			return 0;
+		}
+		if (fd != -EADDRINUSE) {
+			emp__set_error("emp: cannot lock endpoint id %u: %s", id, strerror(-fd));
+			return fd;
+		}
+	}
+	if (o->endpoint == EMP_EP_AUTO)
+		emp__set_error("emp: no free endpoint id after %d random tries", tries);
+	else
+		emp__set_error("emp: endpoint id %u is in use by another endpoint in this network namespace",
+			       o->endpoint);
+	return -EADDRINUSE;
 }
 
 static int alloc_tables(struct emp_endpoint *ep)
@@ -311,6 +338,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 		return -ENOMEM;
 	ep->self = -1;
 	ep->dev_fd = -1;
+	ep->eplock = -1;
 	pthread_mutex_init(&ep->post_lock, NULL);
 	pthread_mutex_init(&ep->eng_lock, NULL);
 	pthread_mutex_init(&ep->wait_mu, NULL);
@@ -334,7 +362,6 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	ep->clock = o->clock;
 	ep->clock_arg = o->clock_arg;
 	ep->wire = o->wire;
-	ep->epid = o->endpoint;
 	ep->spin_ns = (uint64_t)ep->conf.opt.spin_us * 1000ull;
 	const char *sv = secure_getenv("EMP_SPIN_US");   /* run-time override of the config's spin_us */
 	if (sv && *sv) {
@@ -345,8 +372,11 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 		ep->fwc = *o->fw_override;
 	else
 		fw_config_from(ep, &ep->fwc);
-	rc = open_device(ep, o);
+	rc = claim_id(ep, o);
+	if (rc == 0)
+		rc = open_device(ep, o);
 	if (rc < 0) {
+		emp__epunlock(ep->eplock);
 		emp_conf_free(&ep->conf);
 		free(ep);
 		return rc;
@@ -357,7 +387,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	ep->self = emp_conf_find_mac(&ep->conf, ep->mac);
 	ep->fwc.nhosts = (uint32_t)ep->conf.npeers;
 	ep->fwc.host_mac = (const uint8_t (*)[6])macs;
-	ep->fwc.endpoint = o->endpoint;
+	ep->fwc.endpoint = ep->epid;
 	ep->fwc.mtu = ep->ops->mtu(ep->dev);
 	memcpy(ep->fwc.mac, ep->mac, 6);
 	ep->fwc.incarnation = o->incarnation;
@@ -406,6 +436,7 @@ void emp_close(emp_endpoint_t *ep)
 	}
 	if (ep->dev)
 		ep->ops->close(ep->dev);
+	emp__epunlock(ep->eplock);        /* after the device: the id is free once nobody hears it */
 	if (ep->ext_sg)
 		for (uint32_t i = 0; i < ep->ndesc; i++)
 			free(ep->ext_sg[i]);

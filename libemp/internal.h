@@ -58,6 +58,7 @@ struct emp_endpoint {
 	emp_completion_fn *hook;
 	void *hook_arg;
 	int self;
+	int eplock;                      /* fd holding the endpoint id's lock (eplock.c), or -1 */
 	uint16_t epid;
 	uint8_t mac[6];
 	struct emp_progress *prog;
@@ -108,6 +109,12 @@ void emp__progress_stop(struct emp_endpoint *ep);
 void emp__progress_exit_seen(struct emp_endpoint *ep);
 /* a thread looked at the device (left a wait, or drove once with emp_progress) */
 void emp__looked(struct emp_endpoint *ep, uint64_t now);
+
+/* eplock.c: the id's lock in this network namespace (an fd, or -EADDRINUSE /
+ * -errno); release; a random id for EMP_EP_AUTO. */
+int emp__eplock(uint16_t ethertype, uint16_t id);
+void emp__epunlock(int fd);
+uint16_t emp__random_epid(void);
 
 /* Interface toward the cluster: from opts, $EMP_IFNAME, the config or routing. */
 int emp__resolve_ifname(const struct emp_conf *c, char *out, size_t outlen);

@@ -13,7 +13,7 @@ int emp__log_level(void)
 {
 	int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
 	if (l < 0) {
-		const char *e = getenv("EMP_DEBUG");
+		const char *e = secure_getenv("EMP_DEBUG");
 		l = e && *e ? atoi(e) : 0;
 		if (l < 0)
 			l = 0;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <net/if.h>
 #include <netpacket/packet.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "sys.h"
 #include "internal.h"
 #include "stats.h"
 
@@ -40,11 +42,15 @@ struct emp_stats {
 	struct ev_loop *loop;
 	ev_timer tm;
 	int idle;
+	int cleaned;                     /* the stale-segment scan ran (progress thread, first tick) */
 	uint64_t open_mono;
 	struct emp_counters last;
 	uint64_t lastv[EMP_STATS_MAX_COUNTERS];    /* published values (padding-free comparison) */
 	uint8_t pstate[EMP_STATS_MAX_PEERS];        /* last state | rx_known << 4 */
-	uint32_t pinc[EMP_STATS_MAX_PEERS];
+	uint32_t pinc[EMP_STATS_MAX_PEERS];         /* their incarnation at the last update (never published) */
+	uint32_t rinc[EMP_STATS_MAX_PEERS];         /* ... and now */
+	uint32_t pkey[EMP_STATS_MAX_PEERS];         /* host << 16 | ep of each row */
+	uint32_t plife[EMP_STATS_MAX_PEERS];        /* published life number of each row */
 	uint32_t nseen;                  /* peers seen by the last update */
 	struct emp_stats_peer rows[EMP_STATS_MAX_PEERS];
 };
@@ -60,7 +66,7 @@ static const struct { const char *name; size_t off, size; } fields[] = {
 	F(tx_frames), F(tx_bytes), F(rx_frames), F(rx_bytes), F(tx_data), F(rx_data), F(tx_acks),
 	F(rx_acks), F(tx_nacks), F(rx_nacks), F(retransmits), F(timeouts), F(fast_retransmits),
 	F(msgs_sent), F(msgs_received), F(bytes_sent), F(bytes_received), F(send_errors),
-	F(recv_errors), F(peer_restarts), F(hellos), F(stale_sent), F(probes_sent), F(posts_refused), F(cq_overflow), F(piggy_acks), F(spurious_rtx), F(fc_stalls), F(mtu_mismatch),
+	F(recv_errors), F(peer_restarts), F(hellos), F(stale_sent), F(probes_sent), F(posts_refused), F(cq_overflow), F(piggy_acks), F(spurious_rtx), F(fc_stalls), F(recv_expired), F(replies_limited), F(mtu_mismatch),
 	F(last_mismatch_mtu), F(drops_total),
 };
 #undef F
@@ -74,14 +80,6 @@ static struct emp_stats *find(struct emp_endpoint *ep)
 		if (s->ep == ep)
 			return s;
 	return NULL;
-}
-
-static int name_taken(const char *name)
-{
-	for (struct emp_stats *s = reg; s; s = s->next)
-		if (s->hdr && !strcmp(s->name, name))
-			return 1;
-	return 0;
 }
 
 /* sequence lock, writer side (callers hold mu) */
@@ -152,10 +150,11 @@ static void fill_static(struct emp_stats *s)
 	h->pid = s->pid;
 	h->endpoint = ep->epid;
 	h->self_host = (int16_t)ep->self;
-	h->incarnation = ep->fwc.incarnation;
+	h->uid = (uint32_t)geteuid();
 	h->mtu = ep->fwc.mtu;
 	memcpy(h->mac, ep->mac, 6);
 	h->proc_start = own_start();
+	h->pidns = emp__stats_pidns();
 	h->start_ns = realtime_ns();
 	read_line("/proc/self/comm", h->prog, sizeof(h->prog));
 	ifname_of(ep, h->ifname, sizeof(h->ifname));
@@ -186,7 +185,27 @@ static void fill_static(struct emp_stats *s)
 	__atomic_store_n(&h->magic, EMP_STATS_MAGIC, __ATOMIC_RELEASE);
 }
 
-/* Create and map the segment (mu held). */
+/* The group of `option stats_group` (a name or a number), or -1 if none. */
+static gid_t stats_gid(const struct emp_endpoint *ep)
+{
+	const char *g = ep->conf.opt.stats_group;
+	char *end, buf[4096];
+	struct group gr, *res = NULL;
+	if (!g[0])
+		return (gid_t)-1;
+	unsigned long v = strtoul(g, &end, 10);
+	if (*g >= '0' && *g <= '9' && !*end && v < 0xffffffffUL)
+		return (gid_t)v;
+	if (getgrnam_r(g, &gr, buf, sizeof(buf), &res) || !res) {
+		emp__log(0, "option stats_group %s: no such group; statistics stay readable by their owner only", g);
+		return (gid_t)-1;
+	}
+	return res->gr_gid;
+}
+
+/* Create and map the segment (mu held): a new file (O_EXCL: a name taken by
+ * anyone, for whatever reason, is skipped, never reused), ours, mode 0600 or
+ * 0640 with the configured group. */
 static int create(struct emp_stats *s)
 {
 	size_t off_ctr = (sizeof(struct emp_stats_hdr) + 63) & ~(size_t)63;
@@ -194,29 +213,33 @@ static int create(struct emp_stats *s)
 	size_t off_conn = off_peer + EMP_STATS_MAX_PEERS * sizeof(struct emp_stats_peer);
 	size_t size = off_conn + EMP_STATS_MAX_CONNS * sizeof(struct emp_stats_conn);
 	size = (size + 4095) & ~(size_t)4095;
-	int fd = -1, retried = 0;
+	int fd = -1;
 	for (unsigned k = 0; k < 64 && fd < 0; k++) {
 		if (k)
 			snprintf(s->name, sizeof(s->name), "/emp.%d.%u.%u", s->pid, s->ep->epid, k);
 		else
 			snprintf(s->name, sizeof(s->name), "/emp.%d.%u", s->pid, s->ep->epid);
-		fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			break;
-		if (errno != EEXIST)
+		fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 && errno != EEXIST)
 			return -errno;
-		if (!name_taken(s->name) && !retried) {
-			/* left behind by an earlier process that had our pid */
-			shm_unlink(s->name);
-			retried = 1;
-			k--;
-		} else {
-			retried = 0;
-		}
 	}
 	if (fd < 0)
 		return -EEXIST;
-	fchmod(fd, 0644);                 /* whatever the umask says */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		emp__sys_close(fd);                /* cannot happen with O_EXCL; never write into what is not ours */
+		return -EPERM;
+	}
+	mode_t mode = 0600;
+	gid_t gid = stats_gid(s->ep);
+	if (gid != (gid_t)-1) {
+		if (fchown(fd, (uid_t)-1, gid) == 0)
+			mode = 0640;
+		else
+			emp__log(0, "option stats_group %s: %s; statistics stay readable by their owner only",
+				 s->ep->conf.opt.stats_group, strerror(errno));
+	}
+	fchmod(fd, mode);                 /* whatever the umask says */
 	void *m = MAP_FAILED;
 	int rc = ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
 	if (rc == 0) {
@@ -224,7 +247,7 @@ static int create(struct emp_stats *s)
 		if (m == MAP_FAILED)
 			rc = -errno;
 	}
-	close(fd);
+	emp__sys_close(fd);
 	if (rc < 0) {
 		shm_unlink(s->name);
 		return rc;
@@ -273,7 +296,7 @@ static uint32_t read_peers(struct emp_stats *s)
 		r->ep = p->ep;
 		r->state = p->tx_state;
 		r->rx_known = p->rx_known;
-		r->remote_inc = p->remote_inc;
+		s->rinc[i] = p->remote_inc;
 		r->inflight_frames = p->inflight_frames;
 		r->inflight_msgs = p->inflight_msgs;
 		r->credits = p->credits;
@@ -288,8 +311,10 @@ static uint32_t read_peers(struct emp_stats *s)
 	return n;
 }
 
-/* EMP_DEBUG=2: sessions and restarts; 3: every change of the counters. */
-static void log_changes(struct emp_stats *s, const struct emp_counters *c, uint32_t n, int moved)
+/* Each row's life number (1 for the first incarnation seen, +1 per restart:
+ * the incarnations themselves stay private); EMP_DEBUG=2: sessions and
+ * restarts; 3: every change of the counters. */
+static void track_peers(struct emp_stats *s, const struct emp_counters *c, uint32_t n, int moved)
 {
 	const struct emp_counters *o = &s->last;
 	unsigned epid = s->ep->epid;
@@ -297,6 +322,15 @@ static void log_changes(struct emp_stats *s, const struct emp_counters *c, uint3
 		const struct emp_stats_peer *r = &s->rows[i];
 		const char *st = r->state < 3 ? state_names[r->state] : "?";
 		uint8_t now = (uint8_t)(r->state | r->rx_known << 4);
+		uint32_t key = (uint32_t)r->host << 16 | r->ep;
+		if (i >= s->nseen || s->pkey[i] != key) {
+			s->pkey[i] = key;            /* a new peer, or a row the engine gave another peer */
+			s->pinc[i] = 0;
+			s->plife[i] = 0;
+		}
+		if (s->rinc[i] && s->rinc[i] != s->pinc[i])
+			s->plife[i]++;
+		s->rows[i].life = s->plife[i];
 		if (i >= s->nseen)
 			emp__log(2, "ep %u: new peer %s:%u, our session %s, theirs %s", epid, r->name, r->ep, st,
 				 r->rx_known ? "up" : "none");
@@ -305,11 +339,11 @@ static void log_changes(struct emp_stats *s, const struct emp_counters *c, uint3
 		else if (now != s->pstate[i])
 			emp__log(2, "ep %u: %s:%u %s a session toward us", epid, r->name, r->ep,
 				 r->rx_known ? "opened" : "closed");
-		if (i < s->nseen && s->pinc[i] && r->remote_inc && r->remote_inc != s->pinc[i])
-			emp__log(2, "ep %u: %s:%u restarted (incarnation %08x -> %08x)", epid, r->name, r->ep,
-				 s->pinc[i], r->remote_inc);
+		if (s->pinc[i] && s->rinc[i] && s->rinc[i] != s->pinc[i])
+			emp__log(2, "ep %u: %s:%u restarted (life %u)", epid, r->name, r->ep, s->plife[i]);
 		s->pstate[i] = now;
-		s->pinc[i] = r->remote_inc;
+		if (s->rinc[i])
+			s->pinc[i] = s->rinc[i];
 	}
 	s->nseen = n;
 	if (c->peer_restarts != o->peer_restarts)
@@ -357,7 +391,7 @@ static int update(struct emp_stats *s)
 			memcpy(&v[i], p, 8);
 	}
 	int moved = memcmp(v, s->lastv, s->nctr * sizeof(v[0])) != 0;
-	log_changes(s, &c, n, moved);
+	track_peers(s, &c, n, moved);
 	memcpy(s->lastv, v, s->nctr * sizeof(v[0]));
 	s->last = c;
 	if (!s->hdr) {
@@ -385,6 +419,12 @@ static int update(struct emp_stats *s)
 static void tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct emp_stats *s = w->data;
+	if (!s->cleaned && s->hdr) {
+		/* tidy up after processes that died: here, on the progress thread,
+		 * not in emp_open, whose caller may hold locks of its own */
+		s->cleaned = 1;
+		emp_stats_clean(NULL, NULL);
+	}
 	if (update(s))
 		s->idle = 0;
 	else
@@ -398,7 +438,7 @@ static void tick(struct ev_loop *loop, ev_timer *w, int revents)
 
 void emp__stats_publish(struct emp_endpoint *ep)
 {
-	const char *env = getenv("EMP_STATS");
+	const char *env = secure_getenv("EMP_STATS");
 	int on = !(env && env[0] == '0');
 	if (!on && emp__log_level() < 1)
 		return;
@@ -418,8 +458,6 @@ void emp__stats_publish(struct emp_endpoint *ep)
 		s->ctr_off[s->nctr++] = (uint16_t)(offsetof(struct emp_counters, drops) + (size_t)i * 8);
 	}
 	int rc = 0;
-	if (on)
-		emp_stats_clean(NULL, NULL);       /* tidy up after processes that died */
 	pthread_mutex_lock(&mu);
 	if (on)
 		rc = create(s);
@@ -434,8 +472,8 @@ void emp__stats_publish(struct emp_endpoint *ep)
 		char mac[18], ifn[32];
 		emp_conf_format_mac(ep->mac, mac);
 		ifname_of(ep, ifn, sizeof(ifn));
-		emp__log(1, "pid %d endpoint %u open: %s %s mtu %u mac %s incarnation %08x host %s%s%s", s->pid,
-			 ep->epid, ep->ops->name, ifn, ep->fwc.mtu, mac, ep->fwc.incarnation,
+		emp__log(1, "pid %d endpoint %u open: %s %s mtu %u mac %s host %s%s%s", s->pid,
+			 ep->epid, ep->ops->name, ifn, ep->fwc.mtu, mac,
 			 ep->self >= 0 ? ep->conf.peers[ep->self].name : "(not in config)",
 			 s->hdr ? ", statistics in " EMP_STATS_DIR : "", s->hdr ? s->name : "");
 	}

@@ -12,16 +12,25 @@ extern "C" {
 
 /*
  * Every open endpoint publishes one POSIX shared-memory segment, named
- * "/emp.<pid>.<endpoint>" (a second endpoint with the same id in the same
- * process gets "/emp.<pid>.<endpoint>.<n>"), mode 0644, file
- * /dev/shm/emp.<pid>.<endpoint>. The progress thread rewrites it at most every
- * 100 ms while counters move (every second when idle); readers copy it under a
- * sequence lock and never stop the process. emp_close unlinks it; segments of
- * processes that died are skipped by readers and removed by emp_stats_clean
- * (empstat --clean) and by the next emp_open on the machine.
- * EMP_STATS=0 in the environment turns publishing off.
+ * "/emp.<pid>.<endpoint>" (a name already taken, by a live process of another
+ * pid namespace or a leftover, makes it "/emp.<pid>.<endpoint>.<n>"), file
+ * /dev/shm/emp.<pid>.<endpoint>, created with O_EXCL, mode 0600 (0640 and
+ * that group with `option stats_group GROUP`). The progress thread rewrites it
+ * at most every 100 ms while counters move (every second when idle); readers
+ * copy it (pread into their own buffer, under a sequence lock) and never stop
+ * the process. emp_close unlinks it; segments of processes that died are
+ * skipped by readers and removed by emp_stats_clean (empstat --clean) and, off
+ * the caller's thread, by the progress thread of the next endpoint opened on
+ * the machine: only the caller's own user's, and only when the publisher is
+ * provably gone (same pid namespace, and its pid dead or another process).
+ * Nothing that protects a session (incarnations, session numbers) is
+ * published. EMP_STATS=0 in the environment turns publishing off.
  *
- * Layout (version 1, native byte order): struct emp_stats_hdr, then
+ * Every file under /dev/shm may be hostile: readers open with O_NOFOLLOW and
+ * O_NONBLOCK and take only regular files; the header is read once and
+ * everything after it is bounded by the reader's own copy.
+ *
+ * Layout (version 3, native byte order): struct emp_stats_hdr, then
  * hdr.ncounters struct emp_stats_counter at hdr.counters_off, hdr.max_peers
  * struct emp_stats_peer at hdr.peers_off (hdr.npeers valid), hdr.nconns
  * struct emp_stats_conn at hdr.conns_off. Static fields are written before
@@ -30,10 +39,11 @@ extern "C" {
  */
 #define EMP_STATS_DIR       "/dev/shm"
 #define EMP_STATS_MAGIC     0x31544154534d5045ull   /* "EMPSTAT1" read little-endian */
-#define EMP_STATS_VERSION   2u
+#define EMP_STATS_VERSION   3u
 #define EMP_STATS_MAX_PEERS 256u                     /* peer rows published */
 #define EMP_STATS_MAX_CONNS 256u                     /* connection slots */
 #define EMP_STATS_MAX_COUNTERS 96u
+#define EMP_STATS_MAX_SIZE  (16u << 20)                /* a larger segment is not one of ours */
 
 #define EMP_STATS_F_PEER_TRAFFIC 1u   /* per-peer frames/bytes/retransmits are filled */
 
@@ -47,12 +57,14 @@ struct emp_stats_hdr {
 	int32_t  pid;
 	uint16_t endpoint;
 	int16_t  self_host;          /* own index in the config, -1 if the MAC is not in it */
-	uint32_t incarnation;
+	uint32_t uid;                /* publisher's effective uid when it opened the endpoint */
 	uint32_t mtu;
 	uint32_t flags;              /* EMP_STATS_F_* */
 	uint8_t  mac[6];
 	uint8_t  pad0[2];
 	uint64_t proc_start;         /* process start, clock ticks after boot (/proc/PID/stat field 22) */
+	uint64_t pidns;              /* inode of the publisher's pid namespace (0: unknown): pid means
+				      * something only to a reader in the same namespace */
 	uint64_t start_ns;           /* endpoint opened, CLOCK_REALTIME ns */
 	char     prog[16];           /* /proc/self/comm */
 	char     ifname[32];         /* interface, or the driver name for drivers without one */
@@ -87,9 +99,10 @@ struct emp_stats_peer {
 	uint8_t  state;              /* enum emp_stats_peer_state: our session toward them */
 	uint8_t  rx_known;           /* they hold a session toward us */
 	uint8_t  pad[2];
-	uint32_t remote_inc;         /* their incarnation as we know it, 0 if unknown */
+	uint32_t life;               /* 1 for the first life (incarnation) of theirs we saw, +1 per
+				      * restart seen; 0: none known (the incarnation is not published) */
 	uint32_t inflight_frames, inflight_msgs;
-	uint32_t credits;            /* their last advertised free receives */
+	uint32_t credits;            /* their last advertised free receives (as far as we use them) */
 	uint32_t srtt_us, rto_us;    /* smoothed round trip and retransmit timeout toward them */
 	uint32_t pad1;
 	char     name[64];           /* config name of the host */
@@ -146,19 +159,31 @@ struct emp_stats_snapshot {
 /* Segment names under EMP_STATS_DIR, sorted by pid, endpoint, n; returns how
  * many exist (may exceed max; only max are stored), or -errno. */
 int emp_stats_list(struct emp_stats_id *ids, int max);
-/* A consistent copy of one segment: 0, -ENOENT, -EAGAIN (being created or
- * written too often to copy), -EPROTO (malformed), -EPROTONOSUPPORT (version). */
+/* A consistent copy of one segment: 0, -ENOENT, -EAGAIN (being created,
+ * truncated, or written too often to copy), -EPROTO (malformed),
+ * -EPROTONOSUPPORT (version), -ELOOP (a symlink), -EINVAL (not a regular
+ * file: FIFO, device...), -EPERM (owned by a user the publishing process is
+ * not), -EACCES. Never blocks, whatever the file is. */
 int emp_stats_read(const char *name, struct emp_stats_snapshot *s);
 void emp_stats_release(struct emp_stats_snapshot *s);
 /* 0 and *v, or -ENOENT for a counter name the segment does not have. */
 int emp_stats_value(const struct emp_stats_snapshot *s, const char *name, uint64_t *v);
 /* 1 if pid runs and (proc_start 0 or) started at proc_start, else 0. */
 int emp_stats_pid_alive(int pid, uint64_t proc_start);
-/* Remove segments of dead processes; report(name, arg) is called for each
- * (may be NULL). Returns how many were removed, or -errno. */
+/* Remove segments of dead processes: only regular files owned by the
+ * caller's effective uid whose header names the pid of their name, the
+ * caller's pid namespace, and a process that is gone (pid dead, a zombie, or
+ * started at another time). report(name, err, arg) is called for each (may be
+ * NULL). Returns how many were removed, or -errno. Never blocks. */
 int emp_stats_clean(void (*report)(const char *name, int err, void *arg), void *arg);
 
-/* ---- libemp internals (endpoint.c, progress.c) ---- */
+/* ---- libemp internals (endpoint.c, progress.c, the fuzzer) ---- */
+/* Validates a private copy of a whole segment (len bytes, len == its size
+ * field) and points s at it (s->buf = buf, not freed); terminates its
+ * strings. 0 or -EPROTO/-EPROTONOSUPPORT/-EAGAIN. */
+int emp__stats_check(void *buf, size_t len, struct emp_stats_snapshot *s);
+/* Inode of this process's pid namespace, 0 if /proc does not show it. */
+uint64_t emp__stats_pidns(void);
 struct ev_loop;
 void emp__stats_publish(emp_endpoint_t *ep);
 void emp__stats_unpublish(emp_endpoint_t *ep);

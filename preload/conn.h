@@ -38,6 +38,7 @@ struct es_conn {
 	int hello_seen, hello_want;
 	/* send */
 	unsigned W, PS, credits;
+	unsigned peer_bufs;              /* the peer's receive buffers: credits never exceed them */
 	uint8_t *sbuf;
 	emp_req_t **sreq;
 	uint32_t *slen;

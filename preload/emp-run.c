@@ -1,17 +1,22 @@
-/* emp-run.c: runs a program with libempsock.so preloaded after validating the cluster config:
+/* emp-run.c: runs a program with libempsock.so preloaded after validating the cluster config, passing CAP_NET_RAW on to it when installed with that file capability:
  * emp-run [--conf FILE] [--strict] [--debug] PROGRAM ARGS...;  emp-run [--conf FILE] --check-conf [FILE]. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <libgen.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -30,8 +35,90 @@ static void usage(int rc)
 		"  --check-conf [FILE]: validate the config (FILE, else --conf, $EMP_CONF or\n"
 		"    the default), print the resolved peers (name, IPv4, MAC, interface, and\n"
 		"    whether this host reaches them), options and rules; exit 0 if valid,\n"
-		"    1 if not\n");
+		"    1 if not\n"
+		"  Run by a user without CAP_NET_RAW, emp-run installed with that file\n"
+		"  capability (setcap cap_net_raw+p emp-run) passes it to PROGRAM as an ambient\n"
+		"  capability (see emp-run(1)); set-user-ID, set-group-ID and file-capability\n"
+		"  programs are refused then.\n");
 	exit(rc);
+}
+
+/* ---- CAP_NET_RAW for an unprivileged user (emp-run with the file capability) ---- */
+
+/*
+ * AF_PACKET needs CAP_NET_RAW. A user without it runs emp-run installed with
+ * `setcap cap_net_raw+p`: emp-run then holds the capability in its permitted
+ * set only (it never uses it itself), adds it to its inheritable set and
+ * raises it as an ambient capability, and executes PROGRAM. The kernel gives
+ * a program without file capabilities its ambient set as permitted and
+ * effective, and, since nothing grew beyond that set, does not mark the exec
+ * secure (no AT_SECURE): the dynamic loader keeps LD_PRELOAD and the shim
+ * loads. The kernel drops ambient capabilities when it executes a
+ * set-user-ID, set-group-ID or file-capability program (and such a program
+ * would not take LD_PRELOAD anyway); emp-run refuses those up front.
+ */
+
+static int caps(struct __user_cap_data_struct d[2], int set)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	return (int)syscall(set ? SYS_capset : SYS_capget, &h, d);
+}
+
+#define NET_RAW_BIT (1u << CAP_NET_RAW)     /* CAP_NET_RAW < 32: word 0 */
+
+/* PROGRAM as execvp would find it (PATH search), into out; -1 if not found. */
+static int resolve(const char *prog, char *out, size_t len)
+{
+	if (strchr(prog, '/'))
+		return snprintf(out, len, "%s", prog) < (int)len ? 0 : -1;
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path; ; p++) {
+		const char *e = strchr(p, ':');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (snprintf(out, len, "%.*s%s%s", (int)n, p, n ? "/" : "", prog) < (int)len &&
+		    access(out, X_OK) == 0) {
+			struct stat st;
+			if (stat(out, &st) == 0 && S_ISREG(st.st_mode))
+				return 0;
+		}
+		if (!e)
+			return -1;
+		p = e;
+	}
+}
+
+/* 0: nothing to do or done; 1: refused (message printed). */
+static int pass_net_raw(const char *prog, char *resolved, size_t len, int debug)
+{
+	struct __user_cap_data_struct d[2];
+	if (geteuid() == 0 || caps(d, 0) < 0 || !(d[0].permitted & NET_RAW_BIT) ||
+	    (d[0].effective & NET_RAW_BIT && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_NET_RAW, 0, 0) == 1))
+		return 0;              /* root, no capability to pass, or it is passed already */
+	struct stat st;
+	if (resolve(prog, resolved, len) < 0 || stat(resolved, &st) < 0)
+		return 0;              /* execvp reports it */
+	if (st.st_mode & (S_ISUID | S_ISGID)) {
+		fprintf(stderr, "emp-run: refusing to run %s with CAP_NET_RAW: it is set-%s-ID (the kernel "
+			"would drop the capability and the loader the preload)\n", resolved,
+			st.st_mode & S_ISUID ? "user" : "group");
+		return 1;
+	}
+	if (getxattr(resolved, "security.capability", NULL, 0) >= 0) {
+		fprintf(stderr, "emp-run: refusing to run %s with CAP_NET_RAW: it has file capabilities of its "
+			"own (the kernel would drop the ambient capability and the loader the preload)\n", resolved);
+		return 1;
+	}
+	d[0].inheritable |= NET_RAW_BIT;
+	if (caps(d, 1) < 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_NET_RAW, 0, 0) < 0) {
+		fprintf(stderr, "emp-run: cannot pass CAP_NET_RAW on to %s: %s; it runs without (EMP unavailable)\n",
+			resolved, strerror(errno));
+		return 0;
+	}
+	if (debug)
+		fprintf(stderr, "emp-run: %s gets CAP_NET_RAW (ambient) for EMP's raw frames\n", resolved);
+	return 0;
 }
 
 /* ---- what this machine has: interfaces (name, MAC, flags) and IPv4 addresses ---- */
@@ -250,7 +337,7 @@ static int check_conf(const char *path)
 
 int main(int argc, char **argv)
 {
-	int i = 1, check = 0;
+	int i = 1, check = 0, debug = 0;
 	const char *check_file = NULL, *conf_arg = NULL;   /* conf_arg: --conf, for messages */
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -277,6 +364,7 @@ int main(int argc, char **argv)
 			setenv("EMP_STRICT", "1", 1);
 		} else if (!strcmp(argv[i], "--debug")) {
 			setenv("EMP_SOCK_DEBUG", "1", 1);
+			debug = 1;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(0);
 		} else {
@@ -295,7 +383,12 @@ int main(int argc, char **argv)
 		usage(2);
 
 	/* Never start the program on a config the shim would refuse: the same
-	 * parser, the same file ($EMP_CONF, set by --conf, else the default). */
+	 * parser, the same file ($EMP_CONF, set by --conf, else the default).
+	 * Named explicitly: with the file capability this process is a secure
+	 * exec and the library's secure_getenv would not see $EMP_CONF, while
+	 * the program (not one) will. */
+	if (!conf_arg)
+		conf_arg = getenv("EMP_CONF");
 	{
 		struct emp_conf c;
 		char err[512];
@@ -336,7 +429,14 @@ int main(int argc, char **argv)
 	} else if (!old || !*old) {
 		setenv("LD_PRELOAD", lib, 1);
 	}
-	execvp(argv[i], argv + i);
+	char resolved[PATH_MAX];
+	resolved[0] = 0;
+	if (pass_net_raw(argv[i], resolved, sizeof resolved, debug))
+		return 126;
+	if (resolved[0])
+		execv(resolved, argv + i);      /* the file that was checked */
+	else
+		execvp(argv[i], argv + i);
 	fprintf(stderr, "emp-run: %s: %s\n", argv[i], strerror(errno));
 	return 127;
 }

@@ -82,7 +82,7 @@ void es__dbg(const char *fmt, ...)
 
 static unsigned env_u(const char *name, unsigned def, unsigned lo, unsigned hi)
 {
-	const char *v = getenv(name);
+	const char *v = secure_getenv(name);
 	if (!v || !*v)
 		return def;
 	unsigned long x = strtoul(v, NULL, 0);
@@ -98,7 +98,7 @@ int es__conf(void)
 	pthread_mutex_lock(&es__g.lock);
 	if (!es__g.conf_loaded) {
 		char err[256];
-		const char *s = getenv("EMP_STRICT");
+		const char *s = secure_getenv("EMP_STRICT");
 		es__g.strict = s && *s && strcmp(s, "0");
 		es__g.debug = env_u("EMP_SOCK_DEBUG", 0, 0, 9);
 		es__g.neg_ms = env_u("EMP_NEG_TIMEOUT_MS", 500, 5, 60000);
@@ -108,7 +108,7 @@ int es__conf(void)
 		emp_conf_defaults(&es__g.conf);
 		int r = emp_conf_load(&es__g.conf, NULL, err, sizeof err);
 		if (r < 0) {
-			if (es__g.strict || getenv("EMP_CONF"))
+			if (es__g.strict || secure_getenv("EMP_CONF"))
 				es__log("%s; sockets stay on kernel TCP", err);
 			es__g.conf_loaded = -1;
 		} else {
@@ -134,14 +134,10 @@ emp_endpoint_t *es__engine(void)
 		memset(&o, 0, sizeof o);
 		o.conf = &es__g.conf;
 		o.driver = "afpacket";
-		unsigned pid = (unsigned)getpid();
-		int r = -1;
-		for (int i = 0; i < 4 && r < 0; i++) {
-			o.endpoint = (uint16_t)(1024 + (pid + i * 7919u) % 60000u);
-			r = emp_open(&ep, &o);
-			if (r != -EADDRINUSE)
-				break;
-		}
+		/* a random id no other endpoint here holds (EMP_EP_AUTO), or the
+		 * one EMP_ENDPOINT names (a restarted server keeping its id) */
+		o.endpoint = (uint16_t)env_u("EMP_ENDPOINT", EMP_EP_AUTO, EMP_EP_AUTO_MIN, EMP_EP_AUTO_MAX);
+		int r = emp_open(&ep, &o);
 		if (r < 0) {
 			es__log("cannot open an EMP endpoint: %s; sockets stay on kernel TCP",
 				emp_last_error());
@@ -149,7 +145,7 @@ emp_endpoint_t *es__engine(void)
 		} else {
 			emp_set_completion_hook(ep, es__on_completions, NULL);
 			__atomic_store_n(&es__g.ep, ep, __ATOMIC_RELEASE);
-			es__dbg("endpoint %u open, self host %d", o.endpoint, emp_self_host(ep));
+			es__dbg("endpoint %u open, self host %d", emp_endpoint_id(ep), emp_self_host(ep));
 		}
 	}
 	pthread_mutex_unlock(&es__g.lock);

@@ -46,6 +46,14 @@ static int map_err(int64_t r)
 
 uint32_t es__conn_lid(struct es_sock *s) { return s->c ? s->c->lid : 0; }
 
+/* credits the peer returns: never more than the buffers it announced (a
+ * larger count is a broken or hostile peer: it gets what it has, no more) */
+static void add_credits(struct es_conn *c, uint32_t n)
+{
+	uint64_t t = (uint64_t)c->credits + n;
+	c->credits = t > c->peer_bufs ? c->peer_bufs : (unsigned)t;
+}
+
 int es__post_recv(struct es_conn *c, uint64_t seq)
 {
 	int r = emp_start(c->ep, c->rreq[seq % c->R]);
@@ -133,6 +141,7 @@ int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nb
 	c->peer.ep = pep;
 	c->rid = rid;
 	c->credits = nbufs;
+	c->peer_bufs = nbufs;
 	if (!c->rposted && post_recvs(c) < 0) {
 		set_err(c, ENOBUFS);
 		return -1;
@@ -308,7 +317,7 @@ void es__process(struct es_sock *s)
 		uint16_t fl;
 		memcpy(&cr, b, 4);
 		memcpy(&fl, b + 4, 2);
-		c->credits += cr;
+		add_credits(c, cr);
 		c->rlen[i] = (uint32_t)(st.result - ES_HDR);
 		c->roff[i] = 0;
 		c->rbytes += c->rlen[i];
@@ -352,7 +361,7 @@ void es__process(struct es_sock *s)
 				c->peer_closed = 1;
 				c->fin_want = 1;
 			}
-			c->credits += m[1];
+			add_credits(c, m[1]);
 		}
 		if (emp_start(c->ep, c->creq[i]) < 0)
 			set_err(c, ECONNRESET);
@@ -402,8 +411,11 @@ void es__process(struct es_sock *s)
  * (its exit flush, or the end of its linger), but the FIN may still be in our
  * ring or on its way again after a loss while the kernel's FIN overtook it:
  * on EOF the engine gets up to ES_FIN_GRACE_NS to deliver it before the
- * connection counts as reset. Lock held. */
-#define ES_FIN_GRACE_NS 50000000ll
+ * connection counts as reset. A grace that ran out says the peer died without
+ * its FINs: for the next second other connections get none (a dead peer with
+ * many connections costs one grace, not one each). Lock held. */
+#define ES_FIN_GRACE_NS 500000000ll
+static _Atomic int64_t grace_lost_at;
 void es__kernel_check(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
@@ -415,12 +427,17 @@ void es__kernel_check(struct es_sock *s)
 		return;
 	int e = n < 0 ? errno : 0;
 	es__process(s);
-	for (int64_t end = es__now_ns() + ES_FIN_GRACE_NS; !e && !c->rfin && !c->err && es__now_ns() < end;) {
+	int64_t now = es__now_ns(), end = now + ES_FIN_GRACE_NS;
+	if (now - atomic_load(&grace_lost_at) < 1000000000ll)
+		end = now;
+	while (!e && !c->rfin && !c->err && es__now_ns() < end) {
 		emp_progress(c->ep);     /* our own completions wait (dirty): taken right here */
 		es__process(s);
 		if (!c->rfin)
 			sched_yield();
 	}
+	if (!e && !c->rfin && end > now)
+		atomic_store(&grace_lost_at, es__now_ns());
 	c->kdead = 1;
 	if (e || !c->rfin)
 		set_err(c, ECONNRESET);

@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 	if (t.server == !!t.peer || t.iters <= 0 || clients < 1)
 		usage();
 	if (!ep_set)
-		t.ep = t.server ? 1 : (uint16_t)(2 + getpid() % 1000);
+		t.ep = t.server ? 1 : EMP_EP_AUTO;    /* clients: a random free id */
 	if (!t.nsizes) {
 		size_t d[] = { 0, 1, 1451, 1452, 1453, 65536, 1 << 20 };
 		memcpy(t.sizes, d, sizeof(d));

@@ -27,8 +27,8 @@ static const char help[] =
 "                       retransmissions, drops, peers, connections\n"
 "  empstat PID          that process in detail: identity, engine usage, every\n"
 "                       counter, drops by reason, per peer (session state,\n"
-"                       incarnation, frames in flight, credits) and per\n"
-"                       connection (addresses, state, bytes, credits)\n"
+"                       life: restarts seen + 1, frames in flight, credits)\n"
+"                       and per connection (addresses, state, bytes, credits)\n"
 "\n"
 "options:\n"
 "  -w, --watch SECONDS  refresh every SECONDS (fractions allowed); the list\n"
@@ -42,7 +42,8 @@ static const char help[] =
 "                       \"stale\":N}; per-peer traffic fields are null when the\n"
 "                       engine does not count them\n"
 "  -a, --all            also show segments of exited processes (their last state)\n"
-"      --clean          remove the segments of exited processes and say which\n"
+"      --clean          remove your own segments of exited processes (same pid\n"
+"                       namespace, process provably gone) and say which\n"
 "  -h, --help           this text\n"
 "\n"
 "exit status: 0 ok, 1 PID publishes nothing or --clean failed on a segment,\n"
@@ -56,7 +57,7 @@ struct opts {
 
 struct prev {
 	char name[64];
-	uint32_t inc;
+	uint64_t start;              /* the segment's start_ns: a new process may reuse a name */
 	uint64_t t, tx, rx;
 };
 static struct prev prev[MAXSEG];
@@ -145,7 +146,7 @@ static void rates(const struct emp_stats_snapshot *s, const char *name, double *
 	*tx = *rx = -1;
 	for (int i = 0; i < nprev; i++) {
 		struct prev *p = &prev[i];
-		if (strcmp(p->name, name) || p->inc != s->hdr->incarnation)
+		if (strcmp(p->name, name) || p->start != s->hdr->start_ns)
 			continue;
 		if (t > p->t) {
 			double dt = (double)(t - p->t) / 1e9;
@@ -158,7 +159,7 @@ static void rates(const struct emp_stats_snapshot *s, const char *name, double *
 		return;
 	}
 	if (nprev < MAXSEG) {
-		prev[nprev] = (struct prev){ .inc = s->hdr->incarnation, .t = t, .tx = btx, .rx = brx };
+		prev[nprev] = (struct prev){ .start = s->hdr->start_ns, .t = t, .tx = btx, .rx = brx };
 		snprintf(prev[nprev++].name, sizeof(prev[0].name), "%.63s", name);
 	}
 }
@@ -192,7 +193,7 @@ static void json_endpoint(const char *name, const struct emp_stats_snapshot *s, 
 	json_str(h->ifname);
 	printf(",\"driver\":");
 	json_str(h->driver);
-	printf(",\"mac\":\"%s\",\"mtu\":%u,\"incarnation\":%u,\"conf\":", mac_str(mac, h->mac), h->mtu, h->incarnation);
+	printf(",\"mac\":\"%s\",\"mtu\":%u,\"uid\":%u,\"conf\":", mac_str(mac, h->mac), h->mtu, h->uid);
 	json_str(h->conf_path);
 	printf(",\"start_time\":%.3f,\"uptime_s\":%.3f,\"update_time\":%.3f,\"updates\":%" PRIu64,
 	       (double)h->start_ns / 1e9, uptime(s, now), (double)h->update_ns / 1e9, h->updates);
@@ -218,9 +219,9 @@ static void json_endpoint(const char *name, const struct emp_stats_snapshot *s, 
 		const struct emp_stats_peer *p = &s->peer[i];
 		printf("%s{\"host\":%u,\"name\":", i ? "," : "", p->host);
 		json_str(p->name);
-		printf(",\"endpoint\":%u,\"state\":\"%s\",\"rx_known\":%s,\"incarnation\":%u,\"inflight_frames\":%u,"
+		printf(",\"endpoint\":%u,\"state\":\"%s\",\"rx_known\":%s,\"life\":%u,\"inflight_frames\":%u,"
 		       "\"inflight_msgs\":%u,\"credits\":%u,\"srtt_us\":%u,\"rto_us\":%u", p->ep, peer_state(p->state),
-		       p->rx_known ? "true" : "false", p->remote_inc, p->inflight_frames, p->inflight_msgs, p->credits,
+		       p->rx_known ? "true" : "false", p->life, p->inflight_frames, p->inflight_msgs, p->credits,
 		       p->srtt_us, p->rto_us);
 		if (traffic)
 			printf(",\"tx_frames\":%" PRIu64 ",\"tx_bytes\":%" PRIu64 ",\"rx_frames\":%" PRIu64
@@ -290,9 +291,8 @@ static void detail(const char *name, const struct emp_stats_snapshot *s, double 
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&st));
 	printf("pid %d  %s  endpoint %u  %s(segment %s)\n", h->pid, h->prog, h->endpoint,
 	       s->alive ? "" : "EXITED ", name);
-	printf("  host %s  interface %s  mac %s  mtu %u  driver %s  incarnation %08x\n",
-	       h->host[0] ? h->host : "(not in config)", h->ifname, mac_str(mac, h->mac), h->mtu, h->driver,
-	       h->incarnation);
+	printf("  host %s  interface %s  mac %s  mtu %u  driver %s  uid %u\n",
+	       h->host[0] ? h->host : "(not in config)", h->ifname, mac_str(mac, h->mac), h->mtu, h->driver, h->uid);
 	printf("  config %s\n", h->conf_path[0] ? h->conf_path : "(given by the program)");
 	printf("  started %s  uptime %s  updated %.2f s ago (%" PRIu64 " updates)\n", when, dur(b[0], uptime(s, now)),
 	       now - (double)h->update_ns / 1e9, h->updates);
@@ -314,14 +314,14 @@ static void detail(const char *name, const struct emp_stats_snapshot *s, double 
 	int traffic = !!(h->flags & EMP_STATS_F_PEER_TRAFFIC);
 	printf("peers: %u%s\n", h->npeers, h->npeers < h->peers_used ? " shown (table full)" : "");
 	if (h->npeers)
-		printf("  %4s %-12s %5s %-5s %-8s %-11s %7s %8s %8s %8s %8s %7s\n", "HOST", "NAME", "EP", "STATE",
-		       "INC", "INFLIGHT", "CREDITS", "TX_FRM", "TX_B", "RX_FRM", "RX_B", "RETRANS");
+		printf("  %4s %-12s %5s %-5s %-4s %-11s %7s %8s %8s %8s %8s %7s\n", "HOST", "NAME", "EP", "STATE",
+		       "LIFE", "INFLIGHT", "CREDITS", "TX_FRM", "TX_B", "RX_FRM", "RX_B", "RETRANS");
 	for (uint32_t i = 0; i < h->npeers; i++) {
 		const struct emp_stats_peer *p = &s->peer[i];
 		char infl[24], t[5][16];
 		snprintf(infl, sizeof(infl), "%u/%u", p->inflight_frames, p->inflight_msgs);
-		printf("  %4u %-12.12s %5u %-5s %08x %-11s %7u", p->host, p->name, p->ep, peer_state(p->state),
-		       p->remote_inc, infl, p->credits);
+		printf("  %4u %-12.12s %5u %-5s %-4u %-11s %7u", p->host, p->name, p->ep, peer_state(p->state),
+		       p->life, infl, p->credits);
 		if (traffic)
 			printf(" %8s %8s %8s %8s %7s\n", human(t[0], (double)p->tx_frames, 1000),
 			       human(t[1], (double)p->tx_bytes, 1024), human(t[2], (double)p->rx_frames, 1000),

@@ -14,7 +14,7 @@ for i in $(seq 50); do
 	sleep 0.1
 done
 expect "both publish a segment" [ -e /dev/shm/emp.$SRV.1 -a -e /dev/shm/emp.$CLI.2 ]
-expect "segment mode 0644" [ "$(stat -c %a /dev/shm/emp.$SRV.1)" = 644 ]
+expect "segment mode 0600, owner only" [ "$(stat -c %a /dev/shm/emp.$SRV.1)" = 600 ]
 sleep 0.5
 "$BIN/empstat" --json > "$T/a.json"
 sleep 1

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static struct emp_conf C;       /* large: keep it off the stack */
@@ -502,6 +503,78 @@ static void t_mac(void)
 	CHECK_EQ(r[0], 0x77);     /* untouched on error */
 }
 
+/* EtherTypes of other protocols are refused, each by name. */
+static void t_err_ethertype_taken(void)
+{
+	static const struct { const char *v, *name; } taken[] = {
+		{ "0x0800", "IPv4" }, { "0x0806", "ARP" }, { "0x86dd", "IPv6" }, { "0x86DD", "IPv6" },
+		{ "0x8100", "VLAN" }, { "0x88a8", "VLAN" }, { "0x9100", "VLAN" }, { "0x8035", "RARP" },
+		{ "0x8847", "MPLS" }, { "0x88cc", "LLDP" }, { "0x888e", "802.1X" },
+	};
+	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+		char text[64];
+		snprintf(text, sizeof(text), "option ethertype %s\n", taken[i].v);
+		expect_err(1, taken[i].v, text);
+		CHECK_MSG(strstr(E, taken[i].name), "%s: %s", taken[i].v, E);
+	}
+	expect_err(1, "0x0000", "option ethertype 0x0000\n");
+	expect_err(1, "0x05dc", "option ethertype 0x05dc\n");     /* an 802.3 length */
+	CHECK_EQ(parse("option ethertype 0x88b6\n"), 0);
+	CHECK_EQ(C.opt.ethertype, 0x88b6);
+	emp_conf_free(&C);
+}
+
+/* option stats_group: a group name or number. */
+static void t_stats_group(void)
+{
+	CHECK_EQ(parse("option stats_group emp-stats\n"), 0);
+	CHECK(!strcmp(C.opt.stats_group, "emp-stats"));
+	emp_conf_free(&C);
+	CHECK_EQ(parse("option stats_group 1234\n"), 0);
+	CHECK(!strcmp(C.opt.stats_group, "1234"));
+	emp_conf_free(&C);
+	CHECK_EQ(parse(PEERS), 0);
+	CHECK_EQ(C.opt.stats_group[0], 0);
+	emp_conf_free(&C);
+	expect_err(1, "a/b", "option stats_group a/b\n");
+	expect_err(1, "-x", "option stats_group -x\n");
+	expect_err(1, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "option stats_group aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n");
+}
+
+/* The config must be a regular file: a FIFO (which would block the first
+ * socket() of every program for ever), a device or a socket is refused at
+ * once, named directly or by $EMP_CONF. */
+static void t_load_not_regular(void)
+{
+	char fifo[64];
+	snprintf(fifo, sizeof(fifo), "/tmp/emp-conf-fifo-%d", (int)getpid());
+	unlink(fifo);
+	CHECK_EQ(mkfifo(fifo, 0600), 0);
+	alarm(5);                          /* a hang fails here */
+	CHECK_EQ(emp_conf_load(&C, fifo, E, sizeof(E)), -EINVAL);
+	CHECK_MSG(strstr(E, fifo) && strstr(E, "FIFO"), "%s", E);
+	CHECK_EQ(setenv("EMP_CONF", fifo, 1), 0);
+	CHECK_EQ(emp_conf_load(&C, NULL, E, sizeof(E)), -EINVAL);
+	unsetenv("EMP_CONF");
+	CHECK_EQ(emp_conf_load(&C, "/dev/null", E, sizeof(E)), -EINVAL);
+	CHECK_MSG(strstr(E, "device"), "%s", E);
+	CHECK_EQ(emp_conf_load(&C, "/dev/zero", E, sizeof(E)), -EINVAL);
+	alarm(0);
+	unlink(fifo);
+	/* a symlink to a regular file is fine (/etc keeps configs that way) */
+	const char *text = PEERS;
+	char *path = write_tmp(text, strlen(text));
+	char link[64];
+	snprintf(link, sizeof(link), "/tmp/emp-conf-link-%d", (int)getpid());
+	unlink(link);
+	CHECK_EQ(symlink(path, link), 0);
+	CHECK_EQ(emp_conf_load(&C, link, E, sizeof(E)), 0);
+	CHECK_EQ(C.npeers, 2);
+	emp_conf_free(&C);
+	unlink(link);
+	unlink(path);
+}
+
 static const struct emp_test tests[] = {
 	{ "conf_defaults", t_defaults, 0 },
 	{ "conf_parse_good", t_parse_good, 0 },
@@ -517,6 +590,9 @@ static const struct emp_test tests[] = {
 	{ "conf_load_missing", t_load_missing, 0 },
 	{ "conf_load_env", t_load_env, 0 },
 	{ "conf_load_errors", t_load_errors, 0 },
+	{ "conf_err_ethertype_taken", t_err_ethertype_taken, 0 },
+	{ "conf_stats_group", t_stats_group, 0 },
+	{ "conf_load_not_regular", t_load_not_regular, 10 },
 	{ "conf_example", t_example, 0 },
 	{ "conf_rules_match", t_rules_match, 0 },
 	{ "conf_find", t_find, 0 },

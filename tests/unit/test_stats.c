@@ -54,7 +54,8 @@ static void t_publish_read(void)
 	snprintf(path, sizeof(path), "%s/%s", EMP_STATS_DIR, n0);
 	struct stat st;
 	CHECK_EQ(stat(path, &st), 0);
-	CHECK_EQ(st.st_mode & 0777, 0644);
+	CHECK_EQ(st.st_mode & 0777, 0600);          /* owner only (option stats_group widens it) */
+	CHECK_EQ(st.st_uid, geteuid());
 	struct emp_stats_id ids[256];
 	int n = emp_stats_list(ids, 256), found = 0;
 	for (int i = 0; i < n && i < 256; i++)
@@ -66,7 +67,8 @@ static void t_publish_read(void)
 	CHECK(s.alive);
 	CHECK_EQ(s.hdr->pid, getpid());
 	CHECK_EQ(s.hdr->endpoint, 1);
-	CHECK_EQ(s.hdr->incarnation, h_incarnation(&h, 0));
+	CHECK_EQ(s.hdr->uid, geteuid());
+	CHECK(s.hdr->pidns != 0 && s.hdr->pidns == emp__stats_pidns());
 	CHECK_EQ(s.hdr->self_host, 0);
 	CHECK_EQ(s.hdr->mtu, emp_mtu(h.ep[0]));
 	CHECK(!memcmp(s.hdr->mac, h.mac[0], 6));
@@ -111,7 +113,7 @@ static void t_publish_read(void)
 	CHECK_EQ(s.peer[0].host, 1);
 	CHECK_EQ(s.peer[0].ep, 1);
 	CHECK_EQ(s.peer[0].state, EMP_STATS_PEER_UP);
-	CHECK_EQ(s.peer[0].remote_inc, h_incarnation(&h, 1));
+	CHECK_EQ(s.peer[0].life, 1);             /* its first life we know (the incarnation stays private) */
 	CHECK(!strcmp(s.peer[0].name, "h1"));
 	CHECK_EQ(s.hdr->peers_used, 1);
 	CHECK(s.hdr->mem_bytes > 0);
@@ -316,6 +318,8 @@ static void fake_segment(const char *name, int pid, uint64_t proc_start, int val
 		hd.version = EMP_STATS_VERSION;
 		hd.pid = pid;
 		hd.proc_start = proc_start;
+		hd.pidns = emp__stats_pidns();
+		hd.size = sizeof(hd);
 	}
 	CHECK_EQ(write(fd, &hd, sizeof(hd)), (long long)sizeof(hd));
 	close(fd);
@@ -355,17 +359,31 @@ static void t_stale_cleanup(void)
 	CHECK(!seg_exists(dead));
 	CHECK(!seg_exists(reused));
 	CHECK(seg_exists(creating));
-	/* the next publisher tidies up after dead ones too */
+	/* the next publisher tidies up after dead ones too, on its progress
+	 * thread (not in emp_open, whose caller may hold a lock) */
 	fake_segment(dead, child, 0, 1);
 	struct harness h;
 	h_init(&h, 1, NULL, NULL);
+	CHECK(seg_exists(dead));               /* no progress thread: no scan in emp_open */
+	struct emp_sim_wire *w;
+	struct emp_sim_faults f = { .seed = 5 };
+	emp_endpoint_t *ep;
+	uint8_t mac[6] = { 2, 0, 0, 0, 3, 1 };
+	CHECK_EQ(emp_sim_wire_create(&w, &f, rclock, NULL), 0);
+	struct emp_open_opts o = { .conf = &h.conf, .driver = "sim", .endpoint = 3, .wire = w, .mac = mac };
+	CHECK_EQ(emp_open(&ep, &o), 0);
+	for (int i = 0; i < 200 && seg_exists(dead); i++)
+		usleep(10000);
 	CHECK(!seg_exists(dead));
 	CHECK(seg_exists(creating));
+	emp_close(ep);
+	emp_sim_wire_destroy(w);
 	h_free(&h);
 	char path[128];
 	snprintf(path, sizeof(path), "%s/%s", EMP_STATS_DIR, creating);
 	unlink(path);
 }
+
 
 static void t_disabled(void)
 {
