@@ -136,6 +136,7 @@ struct es_sock {
 	int nonblock;
 	int server;                      /* PENDING: 1 accepted, 0 connected */
 	int linger0;
+	unsigned tcpopt;                 /* bit n: TCP option n (NODELAY, CORK, QUICKACK) is on */
 	int64_t rcvtimeo_ns, sndtimeo_ns;   /* 0 = none */
 	int udp;                         /* client: side-channel socket, or -1 */
 	struct sockaddr_in local, remote;

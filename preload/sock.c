@@ -284,11 +284,32 @@ static int64_t tv_ns(const void *v, socklen_t len)
 	return (int64_t)tv->tv_sec * 1000000000 + (int64_t)tv->tv_usec * 1000;
 }
 
+/* TCP options that only shape the kernel's segments (Nagle, corking, quick
+ * acks) mean nothing to an EMP stream, which sends what was written at the
+ * application's next wait: on an EMP socket they are kept (getsockopt reads
+ * them back) and cost no system call (nginx corks and uncorks every response) */
+static int tcp_shaping(int level, int name)
+{
+	return level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK || name == TCP_QUICKACK);
+}
+
 int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
 {
+	struct es_sock *s0 = es__tl_in ? NULL : es__sock(fd);
+	if (s0 && s0->state == ES_EMP && tcp_shaping(level, name) && v && len >= sizeof(int)) {
+		int on = !!*(const int *)v;
+		s0->tcpopt = (s0->tcpopt & ~(1u << name)) | ((unsigned)on << name);
+		return 0;
+	}
 	int r = R_(setsockopt)(fd, level, name, v, len);
 	struct es_sock *s;
-	if (r < 0 || es__tl_in || !(s = es__sock(fd)) || level != SOL_SOCKET)
+	if (r < 0 || es__tl_in || !(s = es__sock(fd)))
+		return r;
+	if (tcp_shaping(level, name) && v && len >= sizeof(int)) {
+		int on = !!*(const int *)v;       /* kept for when the socket becomes EMP */
+		s->tcpopt = (s->tcpopt & ~(1u << name)) | ((unsigned)on << name);
+	}
+	if (level != SOL_SOCKET)
 		return r;
 	if (name == SO_RCVTIMEO)
 		s->rcvtimeo_ns = tv_ns(v, len);
@@ -303,6 +324,11 @@ int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
 {
 	GUARD(getsockopt, fd, level, name, v, len);
 	struct es_sock *s = es__sock(fd);
+	if (s && s->state == ES_EMP && tcp_shaping(level, name) && v && len && *len >= sizeof(int)) {
+		*(int *)v = (s->tcpopt >> name) & 1;
+		*len = sizeof(int);
+		return 0;
+	}
 	if (s && level == SOL_SOCKET && name == SO_ERROR) {
 		if (s->state == ES_PENDING || s->state == ES_CONNECTING)
 			es__settle(fd, s, 0);
