@@ -16,9 +16,15 @@ CORE_OBJ:= $(CORE_SRC:%.c=$(B)/obj/%.o)
 UNIT_SRC:= $(sort $(wildcard tests/unit/*.c)) tests/runner.c
 TOOLS   := $(patsubst tools/%.c,$(B)/bin/%,$(sort $(wildcard tools/*.c)))
 HDRS    := $(wildcard firmware/*.h driver/*.h conf/*.h libemp/*.h tests/*.h)
+# the sockets shim (libempsock.so, emp-run) and its socket test programs
+PRE_SRC  := $(filter-out preload/emp-run.c,$(sort $(wildcard preload/*.c)))
+PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)
+PRE_HDRS := $(wildcard preload/*.h)
+SOCK_PROGS := $(patsubst preload/tests/%.c,$(B)/tests/sock/%,$(sort $(wildcard preload/tests/*.c)))
 
 .PHONY: all deps test-unit test-asan fuzz-smoke fuzz test-ns check demo clean install
-all: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS) $(B)/tests/test-unit
+all: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS) $(B)/tests/test-unit \
+	$(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS)
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -67,14 +73,15 @@ fuzz:
 deps:
 	@bash scripts/deps
 
+# T=NAME runs one test (or those whose name contains it); the runners' --list names them
 test-unit: $(B)/tests/test-unit
-	$(B)/tests/test-unit
+	$(B)/tests/test-unit $(T)
 
 test-asan: $(B)/tests/test-unit-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 EMP_TEST_TIMEOUT_SCALE=3 $(B)/tests/test-unit-asan
 
 test-ns: all
-	bash tests/ns/run
+	bash tests/ns/run $(T)
 
 check: deps
 	$(MAKE) all
@@ -87,12 +94,7 @@ clean:
 	rm -rf $(B)
 
 # ---- preload: sockets over EMP (libempsock.so, emp-run, socket test programs) ----
-PRE_SRC  := $(filter-out preload/emp-run.c,$(sort $(wildcard preload/*.c)))
-PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)
-PRE_HDRS := $(wildcard preload/*.h)
-SOCK_PROGS := $(patsubst preload/tests/%.c,$(B)/tests/sock/%,$(sort $(wildcard preload/tests/*.c)))
 
-all: $(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS)
 
 $(B)/obj/preload/%.o: preload/%.c $(HDRS) $(PRE_HDRS)
 	@mkdir -p $(dir $@)

@@ -44,12 +44,30 @@ static int run_one(const struct emp_test *t)
 	return 0;
 }
 
+static void usage(const char *prog)
+{
+	fprintf(stderr, "usage: %s [--list] [NAME | SUBSTRING]\n"
+		"  no argument: every test; NAME: that test only (exact name);\n"
+		"  SUBSTRING: every test whose name contains it; --list: the names, one a line\n", prog);
+}
+
 int emp_test_main(const struct emp_test *tests, int n, int argc, char **argv)
 {
 	const char *filter = argc > 1 ? argv[1] : NULL;
-	int passed = 0, failed = 0;
+	int passed = 0, failed = 0, exact = 0;
+	if (filter && (!strcmp(filter, "-h") || !strcmp(filter, "--help"))) {
+		usage(argv[0]);
+		return 0;
+	}
+	if (filter && !strcmp(filter, "--list")) {
+		for (int i = 0; i < n; i++)
+			printf("%s\n", tests[i].name);
+		return 0;
+	}
+	for (int i = 0; filter && i < n; i++)
+		exact |= !strcmp(tests[i].name, filter);
 	for (int i = 0; i < n; i++) {
-		if (filter && !strstr(tests[i].name, filter))
+		if (filter && (exact ? strcmp(tests[i].name, filter) : !strstr(tests[i].name, filter)))
 			continue;
 		double t0 = now_s();
 		int ok = run_one(&tests[i]);
@@ -60,6 +78,8 @@ int emp_test_main(const struct emp_test *tests, int n, int argc, char **argv)
 		else
 			failed++;
 	}
+	if (!passed && !failed)
+		fprintf(stderr, "no test matches '%s' (--list shows the names)\n", filter ? filter : "");
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed || (passed == 0) ? 1 : 0;
 }
