@@ -409,6 +409,7 @@ static unsigned afp_mtu(void *priv)
 
 const struct emp_driver_ops emp__afpacket_ops = {
 	.name = "afpacket",
+	.flags = EMP_DRV_IFNAME | EMP_DRV_IDLOCK,
 	.open = afp_open,
 	.close = afp_close,
 	.tx_burst = afp_tx_burst,

@@ -10,6 +10,7 @@
 
 #include "sys.h"
 #include "driver.h"
+#include "sim.h"
 #include "proto.h"
 
 /*

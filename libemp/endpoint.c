@@ -255,7 +255,7 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 		emp__set_error("emp: unknown driver '%s' (afpacket or sim)", o->driver);
 		return -EINVAL;
 	}
-	if (ep->ops == &emp__afpacket_ops) {
+	if (ep->ops->flags & EMP_DRV_IFNAME) {
 		const char *env = secure_getenv("EMP_IFNAME");
 		if (o->ifname)
 			snprintf(ifname, sizeof(ifname), "%s", o->ifname);
@@ -275,11 +275,13 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 	return 0;
 }
 
-/* The endpoint id: o->endpoint, or a random one for EMP_EP_AUTO; with the
- * afpacket driver it is locked in this network namespace first (eplock.c). */
+/* The endpoint id: o->endpoint, or a random one for EMP_EP_AUTO; a driver on a
+ * wire other processes share (afpacket) locks it in this network namespace
+ * first (eplock.c). */
 static int claim_id(struct emp_endpoint *ep, const struct emp_open_opts *o)
 {
-	int lock = emp__driver_find(o->driver) == &emp__afpacket_ops;
+	const struct emp_driver_ops *ops = emp__driver_find(o->driver);
+	int lock = ops && (ops->flags & EMP_DRV_IDLOCK);
 	int tries = o->endpoint == EMP_EP_AUTO ? 64 : 1;
 	for (int i = 0; i < tries; i++) {
 		uint16_t id = o->endpoint == EMP_EP_AUTO ? emp__random_epid() : o->endpoint;

@@ -2,6 +2,7 @@
 #include <unistd.h>
 #include "tool.h"
 #include "driver.h"
+#include "sim.h"
 #include "conf.h"
 
 #define DEPTH 32

@@ -5,6 +5,7 @@
 #include "emp.h"
 #include "fw.h"
 #include "driver.h"
+#include "sim.h"
 #include "conf.h"
 
 #define H_MAX 8

@@ -1,4 +1,5 @@
 /* test_sim.c: unit tests of the sim wire driver (routing, faults, determinism, queue, eventfd) and the driver registry. */
+#include "sim.h"
 #include "runner.h"
 
 #include <errno.h>
