@@ -92,6 +92,8 @@ struct emp_fw_config {
 	uint8_t  checksum;        /* CRC32C on every frame sent */
 	uint32_t tx_burst;        /* frames per poll before yielding */
 	uint64_t ack_hold_ns;     /* a lone completion ack waits this long for a data frame to share its system call */
+	uint8_t  hello_needs_hold; /* a HELLO creates no peer the host does not hold (emp__fw_peer_hold):
+				    * sessions start only where the host's own handshake agreed */
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c);
@@ -117,6 +119,7 @@ struct emp_counters {
 	uint64_t piggy_acks;        /* completion acks sent inside a DATA frame */
 	uint64_t spurious_rtx;      /* rounds of retransmissions the receiver already had (RTO floor raised) */
 	uint64_t fc_stalls;
+	uint64_t peers_reclaimed;    /* idle or dead peers whose slot went to another */
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
@@ -173,6 +176,13 @@ struct emp_peer_info {
 uint32_t emp__fw_peers(const struct emp_fw *fw, struct emp_peer_info *out, uint32_t max);
 /* In-flight memory in use: live transfer records and peers. */
 void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records);
+/* The host layer starts (delta +1) or stops (-1) using the peer (host, ep):
+ * a held peer is never reclaimed, and with hello_needs_hold only a held peer
+ * may start a session with a HELLO. Taking the first hold of a peer idle for
+ * EMP_PEER_FRESH_NS restarts our session toward it. 0, or -EMP_ENOBUFS when
+ * the table is full of peers in use. */
+int emp__fw_peer_hold(struct emp_fw *fw, uint16_t host, uint16_t ep, int delta, uint64_t now);
+void emp__fw_set_hello_needs_hold(struct emp_fw *fw, int on);
 
 uint32_t emp__crc32c(uint32_t crc, const void *p, uint64_t len);
 

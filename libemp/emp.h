@@ -112,6 +112,18 @@ int64_t emp_next_deadline_ns(emp_endpoint_t *ep);
  * engine lock not held); for wiring completions into eventfds. */
 void emp_set_completion_hook(emp_endpoint_t *ep, void (*fn)(void *arg), void *arg);
 
+/* Peers (remote endpoints) the engine keeps a session with. A layer with
+ * connections of its own holds the peer while one uses it: a held peer is
+ * never reclaimed; an unheld one with nothing in flight may be, after it has
+ * been idle for a while, when the table is full (a new session starts with
+ * the next message either way). emp_peer_hold: 0, or -ENOBUFS when the table
+ * is full of peers in use. emp_peer_policy(ep, 1): a HELLO from a peer nobody
+ * holds starts no session and allocates nothing (for layers whose own
+ * handshake decides who may talk; default 0: anyone in the route table). */
+int emp_peer_hold(emp_endpoint_t *ep, emp_addr_t peer);
+void emp_peer_release(emp_endpoint_t *ep, emp_addr_t peer);
+void emp_peer_policy(emp_endpoint_t *ep, int hello_needs_hold);
+
 struct emp_counters;
 int emp_get_counters(emp_endpoint_t *ep, struct emp_counters *c);
 /* engine memory: bytes reserved, peers and transfer records in use */

@@ -1,4 +1,24 @@
-/* close.c: ending EMP streams: teardown, lingering (zombie) connections until both FINs are through, exit flush. */
+/* close.c: ending EMP streams: teardown, lingering (zombie) connections until both sides' last message is through, SO_LINGER, the exit flush. */
+/*
+ * close() returns at once (unless SO_LINGER asks it to wait for our FIN); the
+ * connection lingers as a zombie holding a private dup of the kernel socket
+ * while our data and FIN go out and the peer answers with its FIN (CT_CLOSE
+ * tells it we are gone, so its side sends FIN without its application). Once
+ * both FINs are through each side sends BYE, its last control message
+ * (stream.c); a zombie that has sent BYE (acknowledged) and received the
+ * peer's is torn down: no message can be on its way to a receive we cancel.
+ * A peer whose kernel connection ended (its process died, or its zombie is
+ * gone) or an error ends the wait too; none of this runs on a timer.
+ *
+ * Send buffers are freed only when the engine has returned every send
+ * posted from them: a connection given up with sends in flight (an abandoned
+ * negotiation, SO_LINGER 0, an error) lingers, detached from its socket,
+ * until the engine returns them (at most its retry bound).
+ *
+ * Waiting (SO_LINGER, the exit flush) drives the engine and sleeps in one
+ * poll on the device and the zombies' kernel sockets: it costs the round
+ * trips of the FIN/BYE exchange, not sleeps.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -33,15 +53,23 @@ static void req_done(struct es_conn *c, emp_req_t *q, int persistent)
 		emp_req_free(c->ep, q);
 }
 
+/* out of the registry: the completion hook no longer finds s */
+static void unregister(struct es_conn *c, struct es_sock *to)
+{
+	if (c->slot < 0)
+		return;
+	atomic_store(&es__reg[c->slot], to);
+	while (atomic_load(&es__hook_active))
+		sched_yield();
+	if (!to)
+		c->slot = -1;
+}
+
 /* registry out, requests cancelled, memory freed; lock held, released here */
 static void teardown_locked(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
-	if (c->slot >= 0) {
-		atomic_store(&es__reg[c->slot], NULL);
-		while (atomic_load(&es__hook_active))
-			sched_yield();
-	}
+	unregister(c, NULL);
 	es__tl_in++;
 	for (uint64_t q = c->sh; q < c->sp; q++) {
 		struct emp_status st;
@@ -67,7 +95,11 @@ static void teardown_locked(struct es_sock *s)
 			emp_req_free(c->ep, c->sreq[i]);
 	if (c->csend)
 		emp_req_free(c->ep, c->csend);
+	if (c->held)
+		emp_peer_release(c->ep, c->peer);
 	es__tl_in--;
+	if (c->forged)
+		es__dbg("conn %u: %u messages without its key were dropped", c->lid, c->forged);
 	s->c = NULL;
 	pthread_mutex_unlock(&s->lock);
 	free_conn(c);
@@ -76,60 +108,99 @@ static void teardown_locked(struct es_sock *s)
 static struct es_conn *zlist;
 static pthread_mutex_t zlock = PTHREAD_MUTEX_INITIALIZER;
 
-static int zombie_done(struct es_conn *c, int64_t now)
+static int sends_idle(const struct es_conn *c)
 {
-	if (c->err || now >= c->zdl)
-		return 1;
-	return c->sh == c->st && c->fin_done && !c->cbusy && c->rfin &&
-	       now - c->rfin_ns >= 50000000 && now - c->last_ctrl_ns >= 50000000;
+	return c->sh == c->sp && !c->cbusy;
 }
 
-/* tear down finished zombies; wait up to wait_ns for the others */
-static void reap(int64_t wait_ns)
+static int zombie_done(struct es_conn *c, int64_t now)
 {
-	int64_t end = es__now_ns() + wait_ns;
-	for (;;) {
-		struct es_conn *done = NULL, **pp;
-		int left = 0;
-		pthread_mutex_lock(&zlock);
-		for (pp = &zlist; *pp;) {
-			struct es_conn *c = *pp;
-			struct es_sock *s = c->s;
-			int d;
-			es__sock_lock(s);
-			es__process(s);
-			d = zombie_done(c, es__now_ns());
-			es__sock_unlock(s);
-			if (d) {
-				*pp = c->znext;
-				c->znext = done;
-				done = c;
-			} else {
-				pp = &c->znext;
-				left++;
-			}
+	if (!sends_idle(c))
+		return 0;          /* the engine still reads a send buffer */
+	if (c->err || c->kdead || now >= c->zdl)
+		return 1;
+	return c->bye_done && c->bye_seen;
+}
+
+/* one pass: tear down finished zombies; returns how many are left and, in
+ * p[0..*np), the kernel sockets worth waiting on */
+static int reap_pass(struct pollfd *p, int *np, int max)
+{
+	struct es_conn *done = NULL, **pp;
+	int left = 0;
+	*np = 0;
+	pthread_mutex_lock(&zlock);
+	for (pp = &zlist; *pp;) {
+		struct es_conn *c = *pp;
+		struct es_sock *s = c->s;
+		es__sock_lock(s);
+		es__process(s);
+		if (s->kfd >= 0 && !c->kdead)
+			es__kernel_check(s);
+		int d = zombie_done(c, es__now_ns());
+		if (!d && s->kfd >= 0 && !c->kdead && *np < max)
+			p[(*np)++] = (struct pollfd){ s->kfd, POLLIN | POLLRDHUP, 0 };
+		es__sock_unlock(s);
+		if (d) {
+			*pp = c->znext;
+			c->znext = done;
+			done = c;
+		} else {
+			pp = &c->znext;
+			left++;
 		}
-		pthread_mutex_unlock(&zlock);
-		while (done) {
-			struct es_conn *c = done;
-			struct es_sock *s = c->s;
-			done = c->znext;
-			es__dbg("conn %u: closed%s", c->lid, c->err ? " (with error)" : "");
-			int zfd = s->kfd;
-			es__sock_lock(s);
-			teardown_locked(s);
+	}
+	pthread_mutex_unlock(&zlock);
+	while (done) {
+		struct es_conn *c = done;
+		struct es_sock *s = c->s;
+		done = c->znext;
+		es__dbg("conn %u: closed%s", c->lid, c->err ? " (with error)" : "");
+		int zfd = s->kfd;
+		es__sock_lock(s);
+		teardown_locked(s);
+		if (zfd >= 0)
 			R_(close)(zfd);
-			if (s->orphan)
-				free(s);
-		}
-		if (!left || es__now_ns() >= end)
+		if (s->orphan)
+			free(s);
+	}
+	return left;
+}
+
+#define REAP_FDS 64
+
+/* Tear down finished zombies; until the deadline (0: none) wait for the
+ * others, or for stop(arg), driving the engine meanwhile. */
+static void reap_until(int64_t deadline, int (*stop)(void *), void *arg)
+{
+	struct pollfd p[REAP_FDS + 1];
+	int np;
+	emp_endpoint_t *ep = es__g.ep;
+	for (;;) {
+		int left = reap_pass(p, &np, REAP_FDS);
+		if (!left || (stop && stop(arg)))
 			return;
-		usleep(1000);
+		int64_t now = es__now_ns();
+		if (!deadline || now >= deadline || !ep)
+			return;
+		int dfd = emp_wait_fd(ep);
+		if (dfd >= 0)
+			p[np++] = (struct pollfd){ dfd, POLLIN, 0 };
+		emp_drive_begin(ep);
+		int64_t wait = deadline - now, ed = emp_next_deadline_ns(ep);
+		if (ed >= 0 && ed < wait)
+			wait = ed;
+		if (np > REAP_FDS || dfd < 0)   /* sockets not watched: look again soon */
+			wait = wait < 1000000 ? wait : 1000000;
+		struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
+		R_(ppoll)(p, (nfds_t)np, &ts, NULL);
+		emp_progress(ep);
+		emp_drive_end(ep);
 	}
 }
 
 /* close(): the connection lingers, holding a private dup of the kernel socket,
- * until our data and FIN are through and the peer has answered with its FIN. */
+ * until the close exchange is through (see the top). */
 static void zombify(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
@@ -155,8 +226,54 @@ static void zombify(struct es_sock *s)
 	pthread_mutex_unlock(&zlock);
 }
 
+/* A connection given up with sends in flight: it waits on the zombie list,
+ * detached from s (which its caller frees), until the engine returns them. */
+static void detach(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	struct es_sock *z = calloc(1, sizeof *z);
+	if (!z) {
+		c->leak = 1;   /* no memory to wait in: the buffers stay allocated */
+		es__sock_lock(s);
+		teardown_locked(s);
+		return;
+	}
+	pthread_mutex_init(&z->lock, NULL);
+	z->kfd = z->nfd = z->udp = -1;
+	z->orphan = 1;
+	z->gen = s->gen;
+	es__sock_lock(s);
+	c->s = z;
+	c->closing = 1;
+	if (!c->err)
+		c->err = ECONNABORTED;
+	z->c = c;
+	s->c = NULL;
+	unregister(c, z);
+	es__sock_unlock(s);
+	pthread_mutex_lock(&zlock);
+	c->znext = zlist;
+	zlist = c;
+	pthread_mutex_unlock(&zlock);
+}
+
+/* SO_LINGER's wait: our FIN through, or the zombie gone (looked up under
+ * zlock: a zombie leaves the list before it is freed) */
+static int fin_through(void *p)
+{
+	int r = 1;
+	pthread_mutex_lock(&zlock);
+	for (struct es_conn *z = zlist; z; z = z->znext)
+		if (z == p) {
+			r = z->fin_done || z->err || z->kdead;
+			break;
+		}
+	pthread_mutex_unlock(&zlock);
+	return r;
+}
+
 /* Returns 1 when the connection lingers: the linger list then owns s (an
- * orphan s is freed by reap(), possibly before this returns). */
+ * orphan s is freed by the reaper, possibly before this returns). */
 int es__conn_destroy(struct es_sock *s, int flushit)
 {
 	struct es_conn *c = s->c;
@@ -167,9 +284,21 @@ int es__conn_destroy(struct es_sock *s, int flushit)
 		return 0;
 	}
 	if (flushit && c->peer_known && !c->err && !c->kdead) {
+		int64_t linger = s->linger_ns;
 		zombify(s);
-		reap(0);
+		if (linger > 0)      /* SO_LINGER: wait for our data and FIN to be through */
+			reap_until(es__now_ns() + linger, fin_through, c);
+		else
+			reap_until(0, NULL, NULL);
 		return 1;
+	}
+	es__sock_lock(s);
+	es__process(s);
+	int idle = sends_idle(c);
+	es__sock_unlock(s);
+	if (!idle) {
+		detach(s);
+		return 0;
 	}
 	es__sock_lock(s);
 	teardown_locked(s);
@@ -197,9 +326,10 @@ static void flush_one(int fd, void *o, void *arg)
 	zombify(s);
 }
 
-/* at exit: every open EMP connection is closed as by close(), bounded */
+/* at exit: every open EMP connection is closed as by close(); the process
+ * waits for the close exchanges (a few round trips), at most 2 s */
 void es__flush_all(void)
 {
 	es__fd_foreach(flush_one, NULL);
-	reap(2000000000ll);
+	reap_until(es__now_ns() + 2000000000ll, NULL, NULL);
 }

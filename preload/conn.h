@@ -7,7 +7,12 @@
 #define NCTRL 4
 #define CTRL_SZ 16
 #define CTRL_TAG 0x80000000u
-enum { CT_CREDIT = 1, CT_HELLO = 2, CT_CLOSE = 3 };
+enum { CT_CREDIT = 1, CT_HELLO = 2, CT_CLOSE = 3, CT_BYE = 4 };
+/* A control message is {type, credits, key (2 words)}; a data message starts
+ * with ES_HDR bytes {credits u16, flags u16, token u32}. key is the 64-bit
+ * value the receiver chose in the negotiation, token its low 32 bits: the
+ * receiver drops (and counts) whatever does not carry them. */
+#define ES_SKIP 0xffffffffu              /* roff of a receive slot that held a forged message */
 #define ES_MAX_CONNS 8192
 
 struct es_conn {
@@ -18,6 +23,7 @@ struct es_conn {
 	uint32_t lid, rid;
 	emp_addr_t peer;
 	int peer_known;
+	int held;                        /* emp_peer_hold on peer (released at teardown) */
 	/* receive */
 	unsigned R, S;
 	uint8_t *rbuf;
@@ -32,7 +38,9 @@ struct es_conn {
 	emp_req_t *csend;                /* persistent, made with the send slots */
 	int cbusy;                       /* csend in flight */
 	uint8_t csbuf[CTRL_SZ];
-	int hello_seen, hello_want;
+	int hello_seen, hello_want, hello_sent;
+	uint64_t key_rx, key_tx;         /* ours (the peer presents it), the peer's (we present it) */
+	unsigned forged;                 /* messages dropped for a wrong key or token */
 	/* send */
 	unsigned W, PS, credits;
 	uint8_t *sbuf;
@@ -48,6 +56,9 @@ struct es_conn {
 	/* closing: after close() the connection lingers as a zombie until both FINs
 	 * are through and the peer's control traffic has gone quiet */
 	int closing, close_want, peer_closed;
+	/* BYE: the last control message each side sends, once both FINs are
+	 * through; a side that has sent and received it gets nothing more */
+	int bye_sent, bye_done, bye_seen;
 	int64_t last_ctrl_ns, rfin_ns, zdl;
 	struct es_conn *znext;
 };

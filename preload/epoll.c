@@ -60,7 +60,7 @@ static struct es_epset *set_get(int epfd, int create)
 	if (set || !create)
 		return NULL;
 	if (!cookie)
-		cookie = ((uint64_t)rand() << 33) ^ ((uint64_t)es__now_ns() * 0x9e3779b97f4a7c15ull) ^ 0x454d50u;
+		cookie = es__random64() | 1;   /* getrandom: rand() would shift the application's sequence */
 	set = calloc(1, sizeof *set);
 	if (!set)
 		return NULL;

@@ -89,6 +89,7 @@ emp_endpoint_t *es__engine(void);             /* opens once; NULL on failure */
 void es__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void es__dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t es__now_ns(void);
+uint64_t es__random64(void);                  /* getrandom(2), buffered (rand.c) */
 int es__tl_efd(void);                         /* this thread's wake eventfd */
 
 /* ---- sockets (fdtable.c) ---- */
@@ -116,6 +117,11 @@ struct es_negst {
 	int reg, slot;                   /* client: in the OFFER responder's table (slot) */
 	unsigned gen;                    /* process generation of reg/slot */
 	int64_t t0, t_offer;             /* client: kernel connect started, OFFER answered */
+	int mark;                        /* server: what the client's SYN said (MARK_*, neg.h) */
+	uint64_t skey, ckey;             /* keys of this negotiation (server's, client's) */
+	uint32_t lid;                    /* server: our connection id named in the OFFER */
+	uint16_t peer_ep;                /* client: the server endpoint of the OFFER we answered */
+	uint32_t peer_lid, peer_bufs, peer_bufsz;
 };
 
 struct es_sock {
@@ -128,6 +134,7 @@ struct es_sock {
 	int nonblock;
 	int server;                      /* PENDING: 1 accepted, 0 connected */
 	int linger0;
+	int64_t linger_ns;               /* SO_LINGER on with a timeout: close() waits this long for our FIN */
 	int64_t rcvtimeo_ns, sndtimeo_ns;   /* 0 = none */
 	int udp;                         /* client: side-channel socket, or -1 */
 	struct sockaddr_in local, remote;
@@ -181,15 +188,20 @@ void es__fd_atfork_child(void);
 /* ---- negotiation (negotiate.c, negclient.c) ---- */
 /* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
 int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);
-/* After the kernel connect was issued (done or in progress): the process's OFFER
- * responder answers for the socket from now on, whatever the application does. */
-void es__neg_client_start(struct es_sock *s);
+/* After the kernel connect was issued: with async (in progress) the process's
+ * OFFER responder answers for the socket from now on, whatever the application
+ * does; a completed connect is settled at once by its caller. */
+void es__neg_client_start(struct es_sock *s, int async);
+/* listen(): the listener records each SYN (TCP_SAVE_SYN) so that accept can
+ * tell a preloaded client from a plain one */
+void es__neg_listen(int fd);
 /* The socket is going away (last fd closed): the responder lets go of it. */
 void es__neg_forget(struct es_sock *s);
 /* close the negotiation side channel, if open */
 void es__neg_close_udp(struct es_sock *s);
 int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);
-int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
+/* 0: kernel TCP; else MARK_* of the accepted connection (listener lfd) */
+int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
 /* Drive a PENDING/CONNECTING socket to a decision if possible (one thread per
  * socket at a time; others wait for its outcome); returns its state, ES_CAND when
  * it went to the kernel (s is freed then). */
@@ -203,7 +215,10 @@ struct es_conn_params {
 	uint32_t rid;                    /* peer's connection id (0 until known) */
 	unsigned credits, psz;           /* peer's buffers and their size */
 };
-int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
+/* receives posted for messages from (peer_host, peer_ep) tagged lid, which
+ * must carry key_rx (our key from the negotiation) */
+int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep, uint32_t lid, uint64_t key_rx);
+uint32_t es__conn_new_lid(void);              /* random, unused in this process */
 /* 0, or -1 (connection error set) when the send slots or their engine
  * descriptors cannot be had: the negotiation must then decline EMP. */
 void es__log_once_nobufs(void);
@@ -213,7 +228,8 @@ int64_t es__spin_begin(void);
 int es__spin_until(int64_t budget, int (*done)(void *), void *arg);
 #define ES_YIELD_NS 1000     /* spinning threads yield this often (a peer may share the CPU) */
 void es__spin_end(void);
-int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
+int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz,
+		      uint64_t key_tx);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);
 int es__conn_destroy(struct es_sock *s, int flush);

@@ -156,6 +156,7 @@ emp_endpoint_t *es__engine(void)
 			es__g.ep_failed = 1;
 		} else {
 			emp_set_completion_hook(ep, completion_hook, NULL);
+			emp_peer_policy(ep, 1);   /* sessions only with peers a negotiation agreed on */
 			__atomic_store_n(&es__g.ep, ep, __ATOMIC_RELEASE);
 			es__dbg("endpoint %u open, self host %d", o.endpoint, emp_self_host(ep));
 		}

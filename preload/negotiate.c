@@ -1,58 +1,77 @@
-/* negotiate.c: deciding EMP or kernel for each TCP connection to a configured peer, over a UDP side channel. */
+/* negotiate.c: deciding EMP or kernel for each TCP connection to a configured peer: the SYN mark, the UDP side channel bound to the TCP connection, the server's side. */
 /*
  * Scheme (bounded, never in the application's byte stream, never waiting for
  * the peer *application* to speak):
  *
  *  client (connect)                                   server (accept + first use)
- *  - before the kernel connect: bind a UDP socket
- *    and the TCP socket to the SAME local port u
- *    (the app's own bind is kept; retried on clash)
- *  - kernel connect (the control connection)
- *                                                     - OFFER {ep, conn id, buffers,
- *            <------------ UDP to (client ip, u) ------  TCP 4-tuple, nonce}, resent
- *                                                        every 2..20 ms
- *  - OFFER matches the 4-tuple: post receives, -------> ACCEPT {ep, conn id, buffers, nonce}
- *    resend ACCEPT for every repeated OFFER            - ACCEPT: post HELLO over EMP,
- *  - HELLO arrives over EMP (reliable) <------------    connection is EMP
- *    connection is EMP
+ *  - before the kernel connect: a UDP socket bound
+ *    to the client's TCP port u and connected to the
+ *    server's (ip, port) P; the SYN carries the EMP
+ *    mark (IP TTL NEG_TTL_MARK)
+ *  - kernel connect (the control connection)          - accept: the saved SYN has no
+ *                                                       mark -> kernel TCP, no message
+ *                                                     - first use: a UDP socket bound to
+ *                                                       its TCP (ip, P), connected to (ip, u)
+ *                                                       OFFER {ep, conn id, buffers, 4-tuple,
+ *            <------------ UDP (P -> u) --------------  skey}, resent every 1..20 ms
+ *  - OFFER from (ip, P), in bounds: post receives,
+ *    ACCEPT {ep, conn id, buffers, skey, ckey} ------> - ACCEPT with skey: post receives,
+ *                                                       HELLO over EMP (carries ckey)
+ *  - HELLO with ckey <-------------- EMP ------------
+ *    connection is EMP; our HELLO (skey) -----------> - HELLO with skey from the endpoint
+ *                                                       ACCEPT named: connection is EMP
  *
- *  Many connections at once: the client process answers every OFFER the moment
- *  it arrives, for all its pending connections, from a background responder
- *  thread (negclient.c), not only for the socket its application is settling;
- *  so whatever order the server negotiates its accepted sockets in, each takes
- *  one round trip. Negotiations of different sockets run in parallel (one
- *  settle per socket at a time).
+ * Binding to the kernel connection: a datagram's source address is checked by
+ * the kernel (both UDP sockets are connected), and only the process holding
+ * the client's TCP port u holds UDP u (bound before the TCP socket, without
+ * SO_REUSEADDR), and only the server's processes (SO_REUSEPORT: same user)
+ * hold UDP P on the server's address while they negotiate. Keys come from
+ * getrandom: skey ties ACCEPT and REJECT to the OFFER, and the EMP stream is
+ * bound to both keys (every data message carries the receiver's key's low 32
+ * bits, every control message all 64, stream.c), so a process or host that
+ * did not take part cannot inject into, reset or read a stream by naming its
+ * ids. An ACCEPT can still name any endpoint; the server sends that endpoint
+ * nothing but its HELLO (which carries the ACCEPT's ckey, so a victim drops
+ * it) until a HELLO with skey comes back from it: an endpoint that never
+ * proves itself is refused and counted (es__negstats.refused). Every field is
+ * checked against bounds (neg.h); a message that fails a check changes
+ * nothing and is counted (forged); nothing changes after a side has decided.
  *
- *  Why this way round: the server's process that first uses the accepted socket
- *  negotiates, so fork-after-listen and accept-then-fork servers use the
- *  endpoint of the process that does the I/O; the client's UDP port is its TCP
- *  port, so the server needs no well-known port and no registry, and the
- *  client's socket exists before the SYN leaves, so no OFFER can race it.
- *  Fallback is fast where it matters: a plain client's host answers the OFFER
- *  with ICMP port unreachable (ECONNREFUSED on the server's connected UDP
- *  socket); a plain server never sends an OFFER, so the client falls back after
- *  EMP_NEG_TIMEOUT_MS (500 ms default) from connect; toward a server that
- *  offered EMP before (ip, port) it waits EMP_NEG_TIMEOUT_KNOWN_MS (5 s), as such
- *  a server is only busy (its OFFER comes when it first uses the accepted socket,
- *  which may sit in its listen backlog). Commit points: the server
- *  commits on ACCEPT (before its deadline; afterwards it sends REJECT), the
- *  client only on HELLO, which EMP delivers reliably because the client posted
- *  its receives before sending ACCEPT; the client waits for it a deadline longer
- *  than the server's. A client that gives up closes its UDP socket, so a late
- *  OFFER gets ICMP and the server falls back too. Both sides therefore end in
- *  the same state unless every ACCEPT/REJECT of a negotiation is lost.
- *  Strict mode turns each fallback with a configured peer into an error.
+ * Fallback: an unmarked client is served on kernel TCP at once (one
+ * getsockopt at accept, no wait). A marked client whose host refuses the OFFER
+ * (ICMP), or that declines (REJECT), or that does not answer within
+ * EMP_NEG_TIMEOUT_MS, gets kernel TCP too; a client that receives no OFFER
+ * falls back after its bound (negclient.c). Commit points: the server commits
+ * on the client's HELLO (before its deadline; until then it can still REJECT),
+ * the client on the server's HELLO, which EMP delivers reliably because the
+ * client posted its receives before sending ACCEPT. Strict mode turns each
+ * fallback with a configured peer into an error.
+ *
+ * Why the server offers: the process that first uses the accepted socket
+ * negotiates, so fork-after-listen and accept-then-fork servers use the
+ * endpoint of the process that does the I/O; and the client's socket exists
+ * before the SYN leaves, so no OFFER can race it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "neg.h"
 
 extern char *program_invocation_short_name;
+
+struct es_negstats es__negstats;
+
+void es__neg_count_forged(struct es_sock *s, const char *why)
+{
+	unsigned n = atomic_fetch_add(&es__negstats.forged, 1) + 1;
+	es__dbg("fd %d: negotiation message dropped: %s (%u so far)", s->kfd, why, n);
+}
 
 int es__neg_self_and_peer(const struct sockaddr_in *local, const struct sockaddr_in *remote,
 			 uint16_t port)
@@ -97,7 +116,31 @@ int es__neg_name_in(int fd, int peer, struct sockaddr_in *out)
 	return r < 0 ? -1 : es__to_in((struct sockaddr *)&ss, l, out);
 }
 
-int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *remote)
+void es__neg_listen(int fd)
+{
+	int one = 1;
+	R_(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
+}
+
+/* What the SYN of an accepted connection said: the IP TTL (IPv4) or hop
+ * limit (IPv6) of the saved SYN headers; unknown without them (the listener
+ * did not save it: created without the shim, or a SYN cookie). */
+static int syn_mark(int lfd, int fd)
+{
+	uint8_t h[128];
+	socklen_t l = sizeof h;
+	if (R_(getsockopt)(fd, IPPROTO_TCP, TCP_SAVED_SYN, h, &l) < 0 || l < 20) {
+		if (lfd >= 0)
+			es__neg_listen(lfd);   /* from the next connection on */
+		return MARK_UNKNOWN;
+	}
+	unsigned ttl = (h[0] >> 4) == 4 ? h[8] : (h[0] >> 4) == 6 && l >= 40 ? h[7] : 0;
+	if (!ttl)
+		return MARK_UNKNOWN;
+	return ttl == NEG_TTL_MARK ? MARK_EMP : MARK_PLAIN;
+}
+
+int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct sockaddr_in *remote)
 {
 	if (!es__conf())
 		return 0;
@@ -105,7 +148,15 @@ int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *r
 		return 0;
 	if (emp_conf_find_ip(&es__g.conf, local->sin_addr.s_addr) < 0)
 		return 0;
-	return es__neg_self_and_peer(local, remote, ntohs(local->sin_port)) >= 0;
+	if (es__neg_self_and_peer(local, remote, ntohs(local->sin_port)) < 0)
+		return 0;
+	int m = syn_mark(lfd, fd);
+	if (m == MARK_PLAIN) {
+		atomic_fetch_add(&es__negstats.plain, 1);
+		if (!es__g.strict)
+			return 0;   /* a plain client: kernel TCP, nothing more to do */
+	}
+	return m;
 }
 
 int es__neg_udp_socket(void)
@@ -113,7 +164,7 @@ int es__neg_udp_socket(void)
 	return R_(socket)(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 }
 
-void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce)
+void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s)
 {
 	memset(m, 0, sizeof *m);
 	m->magic = htonl(NEG_MAGIC);
@@ -122,6 +173,9 @@ void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce
 	if (es__g.ep && s->c) {
 		m->ep = htons(emp_endpoint_id(es__g.ep));
 		m->conn = htonl(es__conn_lid(s));
+	} else if (es__g.ep && s->server && s->ng.lid) {
+		m->ep = htons(emp_endpoint_id(es__g.ep));
+		m->conn = htonl(s->ng.lid);
 	}
 	m->nbufs = htonl(es__g.nbufs);
 	m->bufsz = htonl(es__g.bufsz);
@@ -129,15 +183,25 @@ void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce
 	m->sport = s->local.sin_port;
 	m->dip = s->remote.sin_addr.s_addr;
 	m->dport = s->remote.sin_port;
-	m->nonce = nonce;
+	m->skey = s->ng.skey;
+	m->ckey = s->ng.ckey;
 }
 
 int es__neg_valid(const struct neg_msg *m, ssize_t n, struct es_sock *s)
 {
-	return n >= (ssize_t)sizeof *m && ntohl(m->magic) == NEG_MAGIC &&
+	return n == (ssize_t)sizeof *m && ntohl(m->magic) == NEG_MAGIC &&
 	       m->version == NEG_VERSION && m->sip == s->remote.sin_addr.s_addr &&
 	       m->sport == s->remote.sin_port && m->dip == s->local.sin_addr.s_addr &&
 	       m->dport == s->local.sin_port;
+}
+
+int es__neg_params_ok(const struct neg_msg *m)
+{
+	uint16_t ep = ntohs(m->ep);
+	uint32_t conn = ntohl(m->conn), nb = ntohl(m->nbufs), bs = ntohl(m->bufsz);
+	return ep != 0 && ep != EMP_ANY_EP && conn != 0 && !(conn & 0x80000000u) &&
+	       nb >= NEG_MIN_BUFS && nb <= NEG_MAX_BUFS && bs >= NEG_MIN_BUFSZ && bs <= NEG_MAX_BUFSZ &&
+	       m->skey != 0;
 }
 
 void es__neg_close_udp(struct es_sock *s)
@@ -145,6 +209,56 @@ void es__neg_close_udp(struct es_sock *s)
 	if (s->udp >= 0)
 		R_(close)(s->udp);
 	s->udp = -1;
+}
+
+struct wait_arg { struct es_sock *s; int udp; unsigned seq0; };
+
+static int woke(void *p)
+{
+	struct wait_arg *a = p;
+	if (a->s->c && atomic_load(&a->s->c->seq) != a->seq0)
+		return 1;
+	struct pollfd q = { a->udp, POLLIN, 0 };
+	return a->udp >= 0 && R_(poll)(&q, 1, 0) > 0;
+}
+
+void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine)
+{
+	emp_endpoint_t *ep = want_engine ? es__g.ep : NULL;
+	struct wait_arg a = { s, udp, s->c ? atomic_load(&s->c->seq) : 0 };
+	if (ep) {
+		int64_t budget = es__spin_begin();
+		if (budget && es__spin_until(budget, woke, &a)) {
+			es__spin_end();
+			return;
+		}
+	}
+	int64_t now = es__now_ns();
+	if (now >= until)
+		goto out;
+	struct pollfd p[2];
+	int np = 0;
+	if (udp >= 0)
+		p[np++] = (struct pollfd){ udp, POLLIN, 0 };
+	int dfd = ep ? emp_wait_fd(ep) : -1;
+	if (dfd >= 0)
+		p[np++] = (struct pollfd){ dfd, POLLIN, 0 };
+	int64_t wait = until - now;
+	if (ep) {
+		emp_drive_begin(ep);
+		int64_t ed = emp_next_deadline_ns(ep);
+		if (ed >= 0 && ed < wait)
+			wait = ed;
+	}
+	struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
+	R_(ppoll)(p, (nfds_t)np, &ts, NULL);
+	if (ep) {
+		emp_progress(ep);
+		emp_drive_end(ep);
+	}
+out:
+	if (ep)
+		es__spin_end();
 }
 
 /* The negotiation is over without EMP: out of the responder, no buffers, no
@@ -185,74 +299,112 @@ int es__neg_fallback(struct es_sock *s, const char *why)
 	return ES_CAND;
 }
 
+static void send_reject(struct es_sock *s)
+{
+	struct neg_msg o;
+	es__neg_fill(&o, N_REJECT, s);
+	if (s->udp >= 0)
+		R_(send)(s->udp, &o, sizeof o, MSG_DONTWAIT);
+}
+
+/* A valid ACCEPT: the connection's receives and send slots toward the
+ * endpoint it names, then our HELLO; 0, or -1 (REJECT sent). */
+static int take_accept(struct es_sock *s, const struct neg_msg *m, int host)
+{
+	uint16_t pep = ntohs(m->ep);
+	s->ng.ckey = m->ckey;
+	int r = es__conn_create(s, (uint16_t)host, pep, s->ng.lid, s->ng.skey);
+	if (r == 0) {
+		es__sock_lock(s);
+		r = es__conn_set_peer(s, pep, ntohl(m->conn), ntohl(m->nbufs), ntohl(m->bufsz), m->ckey);
+		if (r == 0)
+			r = es__conn_send_hello(s);
+		es__sock_unlock(s);
+	}
+	if (r < 0)
+		send_reject(s);
+	return r;
+}
+
 /* The server's side; s is an accepted socket on its first use. */
 static int neg_server(struct es_sock *s)
 {
+	if (s->ng.mark == MARK_PLAIN)
+		return es__neg_fallback(s, "the client's SYN has no EMP mark (plain program)");
 	emp_endpoint_t *ep = es__engine();
 	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
 	if (host < 0)
 		return es__neg_fallback(s, "no EMP endpoint");
-	if (es__conn_create(s, (uint16_t)host, EMP_ANY_EP) < 0)
-		return es__neg_fallback(s, "cannot set up EMP buffers");
-	int udp = es__neg_udp_socket();
-	struct sockaddr_in b = s->local;
-	b.sin_port = 0;
-	if (udp < 0 || R_(bind)(udp, (struct sockaddr *)&b, sizeof b) < 0 ||
+	int udp = es__neg_udp_socket(), one = 1;
+	if (udp < 0 || R_(setsockopt)(udp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+	    R_(bind)(udp, (struct sockaddr *)&s->local, sizeof s->local) < 0 ||
 	    R_(connect)(udp, (struct sockaddr *)&s->remote, sizeof s->remote) < 0) {
+		int e = errno;
 		if (udp >= 0)
 			R_(close)(udp);
+		if (e == EADDRINUSE)
+			es__log("UDP port %u is held by another program: no EMP negotiation for TCP port %u",
+				ntohs(s->local.sin_port), ntohs(s->local.sin_port));
 		return es__neg_fallback(s, "no side channel");
 	}
 	s->udp = udp;
-	uint64_t nonce = ((uint64_t)rand() << 32) ^ (uint64_t)es__now_ns() ^ es__conn_lid(s);
+	do
+		s->ng.skey = es__random64();
+	while (!s->ng.skey);
+	s->ng.ckey = 0;
+	s->ng.lid = es__conn_new_lid();
 	struct neg_msg o, m;
-	es__neg_fill(&o, N_OFFER, s, nonce);
-	int64_t dl = es__now_ns() + es__g.neg_ms * 1000000ll, next = 0, gap = 2000000;
+	es__neg_fill(&o, N_OFFER, s);
+	int64_t dl = es__now_ns() + es__g.neg_ms * 1000000ll, next = 0, gap = 1000000;
+	int accepted = 0;
 	for (;;) {
 		int64_t now = es__now_ns();
+		if (accepted && es__conn_hello_seen(s))
+			return es__neg_finish_emp(s);
 		if (now >= dl) {
-			es__neg_fill(&o, N_REJECT, s, nonce);
-			R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);
-			return es__neg_fallback(s, "client did not answer the EMP offer (plain program?)");
+			send_reject(s);
+			if (accepted) {
+				unsigned n = atomic_fetch_add(&es__negstats.refused, 1) + 1;
+				es__log("connection from %s:%u: the endpoint its ACCEPT named (%u) never proved itself: refused (%u so far)",
+					inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port),
+					s->c ? s->c->peer.ep : 0, n);
+				return es__neg_fallback(s, "the client's endpoint did not confirm EMP");
+			}
+			return es__neg_fallback(s, "client did not answer the EMP offer");
 		}
-		if (now >= next) {
+		if (!accepted && now >= next) {
 			if (R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
 				return es__neg_fallback(s, "client host refused the offer (plain program)");
 			next = now + gap;
 			if (gap < 20000000)
 				gap *= 2;
 		}
-		struct pollfd p = { udp, POLLIN, 0 };
-		int64_t until = next < dl ? next : dl;
-		R_(poll)(&p, 1, (int)((until - now + 999999) / 1000000));
 		for (;;) {
 			ssize_t n = R_(recv)(udp, &m, sizeof m, MSG_DONTWAIT);
 			if (n < 0) {
-				if (errno == ECONNREFUSED)
+				if (errno == ECONNREFUSED && !accepted)
 					return es__neg_fallback(s, "client host refused the offer (plain program)");
+				if (errno == ECONNREFUSED)
+					continue;
 				break;
 			}
-			if (!es__neg_valid(&m, n, s) || m.nonce != nonce)
+			if (!es__neg_valid(&m, n, s) || m.skey != s->ng.skey) {
+				es__neg_count_forged(s, "not of this negotiation");
 				continue;
-			if (m.type == N_REJECT)
-				return es__neg_fallback(s, "client declined EMP");
-			if (m.type != N_ACCEPT)
-				continue;
-			es__sock_lock(s);
-			int r = es__conn_set_peer(s, ntohs(m.ep), ntohl(m.conn), ntohl(m.nbufs), ntohl(m.bufsz));
-			es__sock_unlock(s);
-			if (r < 0) {
-				es__neg_fill(&o, N_REJECT, s, nonce);
-				R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);
-				return es__neg_fallback(s, "cannot set up EMP send slots (descriptors?)");
 			}
-			es__sock_lock(s);
-			r = es__conn_send_hello(s);
-			es__sock_unlock(s);
-			if (r < 0)
-				return es__neg_fallback(s, "EMP hello failed");
-			return es__neg_finish_emp(s);
+			if (m.type == N_REJECT && (!accepted || m.ckey == s->ng.ckey))
+				return es__neg_fallback(s, "client declined EMP");
+			if (m.type != N_ACCEPT || accepted || !es__neg_params_ok(&m) || !m.ckey) {
+				if (m.type != N_ACCEPT || !accepted)   /* a repeated ACCEPT is not forged */
+					es__neg_count_forged(s, "unexpected or out of bounds");
+				continue;
+			}
+			if (take_accept(s, &m, host) < 0)
+				return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
+			accepted = 1;
 		}
+		int64_t until = accepted ? dl : (next < dl ? next : dl);
+		es__neg_wait(s, udp, until, accepted);
 	}
 }
 

@@ -50,7 +50,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	int r = R_(connect)(fd, sa, len);
 	int e = errno;
 	if (r == 0 || e == EINPROGRESS || e == EINTR || e == EALREADY)
-		es__neg_client_start(s);   /* OFFERs are answered from now on */
+		es__neg_client_start(s, r != 0);   /* in progress: OFFERs are answered from now on */
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
@@ -79,27 +79,29 @@ int bind(int fd, const struct sockaddr *sa, socklen_t len)
 int listen(int fd, int backlog)
 {
 	GUARD(listen, fd, backlog);
-	int r = R_(listen)(fd, backlog);
 	struct es_sock *s = es__sock(fd);
-	if (r == 0 && s && s->state == ES_CAND) {
+	if (s && s->state == ES_CAND) {
 		int e = errno;
+		es__neg_listen(fd);          /* the SYN tells a preloaded client from a plain one */
 		es__drop_to_kernel(fd, s);   /* accept() checks each connection itself */
 		errno = e;
 	}
-	return r;
+	return R_(listen)(fd, backlog);
 }
 
-static int accepted(int fd, int flags)
+static int accepted(int lfd, int fd, int flags)
 {
 	struct sockaddr_in l, r;
 	int e = errno;
-	if (es__eligible_accept(fd, &l, &r)) {
+	int mark = es__eligible_accept(lfd, fd, &l, &r);
+	if (mark) {
 		struct es_sock *s = es__sock_new(fd, ES_PENDING);
 		if (s) {
 			s->server = 1;
 			s->local = l;
 			s->remote = r;
 			s->nonblock = !!(flags & SOCK_NONBLOCK);
+			s->ng.mark = mark;
 		}
 	}
 	errno = e;
@@ -111,7 +113,7 @@ int accept(int fd, struct sockaddr *sa, socklen_t *len)
 	int r = R_(accept)(fd, sa, len);
 	if (r < 0 || es__tl_in || es__g.conf_loaded < 0)
 		return r;
-	return accepted(r, 0);
+	return accepted(fd, r, 0);
 }
 
 int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
@@ -119,7 +121,7 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	int r = R_(accept4)(fd, sa, len, flags);
 	if (r < 0 || es__tl_in || es__g.conf_loaded < 0)
 		return r;
-	return accepted(r, flags);
+	return accepted(fd, r, flags);
 }
 
 int close(int fd)
@@ -293,8 +295,11 @@ int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
 		s->rcvtimeo_ns = tv_ns(v, len);
 	else if (name == SO_SNDTIMEO)
 		s->sndtimeo_ns = tv_ns(v, len);
-	else if (name == SO_LINGER && len >= sizeof(struct linger))
-		s->linger0 = ((const struct linger *)v)->l_onoff && !((const struct linger *)v)->l_linger;
+	else if (name == SO_LINGER && len >= sizeof(struct linger)) {
+		const struct linger *lg = v;
+		s->linger0 = lg->l_onoff && lg->l_linger <= 0;
+		s->linger_ns = lg->l_onoff && lg->l_linger > 0 ? lg->l_linger * 1000000000ll : 0;
+	}
 	return r;
 }
 

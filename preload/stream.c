@@ -3,7 +3,11 @@
  * Per connection each side posts R persistent receives of ES_HDR+S bytes with
  * tag = its connection id (lid), and NCTRL small receives with tag lid|CTRL.
  * The peer holds R credits; one data message consumes one credit and carries
- * at most S payload bytes after an 8-byte header {credits returned, flags}.
+ * at most S payload bytes after an 8-byte header {credits returned, flags,
+ * token}. Connection ids are random (getrandom) and every message carries the
+ * key its receiver chose in the negotiation (data: its low 32 bits; control:
+ * all 64): a message without it is dropped and counted (c->forged), its slot
+ * reposted in ring order without returning a credit.
  * A slot is reposted when the application has read all of it; freed credits go
  * back piggybacked on the next data message, or in a CTRL message once R/4
  * have gathered with no data to carry them (at most one CTRL send in flight; the
@@ -29,7 +33,6 @@
 struct es_sock *_Atomic es__reg[ES_MAX_CONNS];
 atomic_int es__reg_n, es__hook_active;
 pthread_mutex_t es__reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint next_lid;
 
 
 void es__set_err(struct es_conn *c, int e, int line)
@@ -49,6 +52,27 @@ static int map_err(int64_t r)
 
 uint32_t es__conn_lid(struct es_sock *s) { return s->c ? s->c->lid : 0; }
 
+/* A random connection id (the tag of its messages), 1..2^31-1, not in use by
+ * another connection of this process. */
+uint32_t es__conn_new_lid(void)
+{
+	for (;;) {
+		uint32_t lid = (uint32_t)es__random64() & 0x7fffffffu;
+		if (!lid)
+			continue;
+		int used = 0;
+		pthread_mutex_lock(&es__reg_lock);
+		int n = atomic_load(&es__reg_n);
+		for (int i = 0; i < n && !used; i++) {
+			struct es_sock *o = atomic_load(&es__reg[i]);
+			used = o && o->c && o->c->lid == lid;
+		}
+		pthread_mutex_unlock(&es__reg_lock);
+		if (!used)
+			return lid;
+	}
+}
+
 int es__post_recv(struct es_conn *c, uint64_t seq)
 {
 	int r = emp_start(c->ep, c->rreq[seq % c->R]);
@@ -65,7 +89,7 @@ static int post_recv_slot(emp_endpoint_t *ep, emp_addr_t from, uint32_t tag, voi
 	return r ? r : emp_start(ep, *q);
 }
 
-int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
+int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid, uint64_t key_rx)
 {
 	emp_endpoint_t *ep = es__engine();
 	if (!ep)
@@ -78,11 +102,8 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 	c->gen = es__g.gen;
 	c->R = es__g.nbufs;
 	c->S = es__g.bufsz;
-	if (!atomic_load(&next_lid))
-		atomic_store(&next_lid, ((unsigned)getpid() * 2654435761u) & 0x3fffffffu);
-	do
-		c->lid = atomic_fetch_add(&next_lid, 1) & 0x7fffffffu;
-	while (!c->lid);
+	c->lid = lid;
+	c->key_rx = key_rx;
 	c->peer.host = host;
 	c->peer.ep = pep;
 	c->rbuf = malloc((size_t)c->R * (ES_HDR + c->S));
@@ -93,7 +114,12 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 		goto fail;
 	emp_addr_t from = { host, pep };
 	es__tl_in++;
-	int r = 0;
+	int r = emp_peer_hold(ep, from);   /* the engine keeps this peer while we use it */
+	c->held = r == 0;
+	if (r < 0) {
+		es__dbg("EMP peer table full of peers in use: no EMP connection to host %u ep %u", host, pep);
+		goto fail_in;
+	}
 	for (unsigned i = 0; i < c->R && r == 0; i++)
 		r = post_recv_slot(ep, from, c->lid, rslot(c, i), ES_HDR + c->S, &c->rreq[i]);
 	for (int i = 0; i < NCTRL && r == 0; i++)
@@ -136,13 +162,15 @@ fail:
  * slots and the control send are persistent, like the receives), so a
  * connection either starts with all it needs or not at all: running out of
  * descriptors refuses new connections and never breaks running ones. */
-int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nbufs, unsigned bufsz)
+int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nbufs, unsigned bufsz,
+		      uint64_t key_tx)
 {
 	struct es_conn *c = s->c;
 	if (c->sbuf)
 		return c->err ? -1 : 0;   /* an OFFER seen again */
 	c->peer.ep = pep;
 	c->rid = rid;
+	c->key_tx = key_tx;
 	c->credits = nbufs;
 	c->PS = bufsz < c->S ? bufsz : c->S;
 	c->W = c->R;
@@ -187,11 +215,12 @@ void es__log_once_nobufs(void)
 void es__retire_head(struct es_conn *c)
 {
 	unsigned i = c->rh % c->R;
+	if (c->roff[i] != ES_SKIP)       /* a forged message took no credit of the peer's */
+		c->to_return++;
 	c->roff[i] = 0;
 	c->rlen[i] = 0;
 	es__post_recv(c, c->rh);
 	c->rh++;
-	c->to_return++;
 }
 
 static int send_ctrl(struct es_conn *c, uint32_t type)
@@ -199,7 +228,7 @@ static int send_ctrl(struct es_conn *c, uint32_t type)
 	uint32_t *m = (uint32_t *)c->csbuf;
 	m[0] = type;
 	m[1] = c->to_return;
-	m[2] = m[3] = 0;
+	memcpy(&m[2], &c->key_tx, 8);
 	if (emp_start(c->ep, c->csend) < 0) {
 		set_err(c, ECONNRESET);
 		return -1;
@@ -211,7 +240,7 @@ static int send_ctrl(struct es_conn *c, uint32_t type)
 
 int es__conn_send_hello(struct es_sock *s)
 {
-	s->c->hello_want = 1;
+	s->c->hello_want = !s->c->hello_sent;
 	es__process(s);
 	return s->c->err ? -1 : 0;
 }
@@ -246,11 +275,12 @@ void es__flush(struct es_conn *c)
 	while (c->sp < c->st && c->credits > 0) {
 		unsigned i = c->sp % c->W;
 		uint8_t *b = sslot(c, c->sp);
-		uint32_t cr = c->to_return;
+		uint16_t cr = (uint16_t)c->to_return;   /* R <= 65535 (es.h bounds) */
 		uint16_t fl = c->sfin[i] ? ES_FIN : 0;
-		memcpy(b, &cr, 4);
-		memcpy(b + 4, &fl, 2);
-		memset(b + 6, 0, 2);
+		uint32_t tok = (uint32_t)c->key_tx;
+		memcpy(b, &cr, 2);
+		memcpy(b + 2, &fl, 2);
+		memcpy(b + 4, &tok, 4);
 		c->sdone[i] = 0;
 		if (emp_start_len(c->ep, c->sreq[i], ES_HDR + c->slen[i]) < 0) {
 			set_err(c, ECONNRESET);
@@ -265,14 +295,19 @@ void es__flush(struct es_conn *c)
 	unsigned thresh = c->R / 4 ? c->R / 4 : 1;
 	if (c->cbusy)
 		return;
+	if (c->bye_sent)
+		return;
 	if (c->hello_want) {
 		if (send_ctrl(c, CT_HELLO) == 0)
-			c->hello_want = 0;
+			c->hello_want = 0, c->hello_sent = 1;
 	} else if (c->close_want) {
 		if (send_ctrl(c, CT_CLOSE) == 0)
 			c->close_want = 0;
 	} else if (c->to_return >= thresh && !c->rfin) {
 		send_ctrl(c, CT_CREDIT);
+	} else if (c->rfin && c->fin_done && c->sh == c->st) {
+		if (send_ctrl(c, CT_BYE) == 0)
+			c->bye_sent = 1;
 	}
 }
 
@@ -300,10 +335,20 @@ void es__process(struct es_sock *s)
 			continue;
 		}
 		uint8_t *b = rslot(c, c->rc);
-		uint32_t cr;
-		uint16_t fl;
-		memcpy(&cr, b, 4);
-		memcpy(&fl, b + 4, 2);
+		uint16_t cr, fl;
+		uint32_t tok;
+		memcpy(&cr, b, 2);
+		memcpy(&fl, b + 2, 2);
+		memcpy(&tok, b + 4, 4);
+		if (tok != (uint32_t)c->key_rx) {
+			/* not from the process we negotiated with: skipped in ring order */
+			c->forged++;
+			c->rlen[i] = 0;
+			c->roff[i] = ES_SKIP;
+			c->rc++;
+			es__dbg("conn %u: message without its key dropped (%u so far)", c->lid, c->forged);
+			continue;
+		}
 		c->credits += cr;
 		c->rlen[i] = (uint32_t)(st.result - ES_HDR);
 		c->roff[i] = 0;
@@ -321,11 +366,10 @@ void es__process(struct es_sock *s)
 		}
 		c->rbytes = 0;
 	}
-	/* empty non-FIN slots at the head (none are sent, but be safe) */
-	while (c->rh < c->rc && c->rlen[c->rh % c->R] == 0 && !c->rfin) {
-		es__post_recv(c, c->rh);
-		c->rh++;
-		c->to_return++;
+	/* empty non-FIN slots at the head (forged ones; none are sent empty) */
+	while (c->rh < c->rc && c->rlen[c->rh % c->R] == 0 && (!c->rfin || c->roff[c->rh % c->R] == ES_SKIP)) {
+		es__retire_head(c);
+		changed = 1;
 	}
 	for (int i = 0; i < NCTRL; i++) {
 		r = emp_test(c->ep, c->creq[i], &st);
@@ -338,14 +382,24 @@ void es__process(struct es_sock *s)
 			continue;
 		}
 		uint32_t *m = (uint32_t *)c->cbuf[i];
-		c->last_ctrl_ns = es__now_ns();
-		if (st.result >= 8) {
-			if (m[0] == CT_HELLO)
+		uint64_t key;
+		memcpy(&key, &m[2], 8);
+		if (st.result != CTRL_SZ || key != c->key_rx) {
+			c->forged++;
+			es__dbg("conn %u: control message without its key dropped (%u so far)", c->lid, c->forged);
+		} else {
+			c->last_ctrl_ns = es__now_ns();
+			if (m[0] == CT_HELLO) {
 				c->hello_seen = 1;
+				if (!c->hello_sent)
+					c->hello_want = 1;      /* the answer proves our endpoint */
+			}
 			if (m[0] == CT_CLOSE) {
 				c->peer_closed = 1;
 				c->fin_want = 1;
 			}
+			if (m[0] == CT_BYE)
+				c->bye_seen = 1;
 			c->credits += m[1];
 		}
 		if (emp_start(c->ep, c->creq[i]) < 0)
@@ -376,8 +430,11 @@ void es__process(struct es_sock *s)
 		r = emp_test(c->ep, c->csend, &st);
 		if (r != 0) {
 			c->cbusy = 0;
+			changed = 1;
 			if (r < 0 || st.result < 0)
 				set_err(c, ECONNRESET);
+			else if (c->bye_sent)
+				c->bye_done = 1;
 		}
 	}
 	es__flush(c);
@@ -485,15 +542,17 @@ void es__kernel_check(struct es_sock *s)
 		return;
 	char b;
 	ssize_t n = R_(recv)(s->kfd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	int e = n < 0 ? errno : 0;
+	/* bytes on the kernel connection: the peer is not speaking EMP on it
+	 * (negotiation never writes there), so its stream cannot be trusted */
+	int e = n > 0 ? EPROTO : n < 0 ? errno : 0;
 	es__process(s);
 	c->kdead = 1;
 	if (e || !c->rfin)
 		set_err(c, ECONNRESET);
-	es__dbg("fd %d: kernel connection %s (EMP FIN %s)", s->kfd, e ? "reset" : "closed",
-		c->rfin ? "seen" : "missing");
+	es__dbg("fd %d: kernel connection %s (EMP FIN %s)", s->kfd,
+		e == EPROTO ? "carries bytes" : e ? "reset" : "closed", c->rfin ? "seen" : "missing");
 	atomic_fetch_add(&c->seq, 1);
 	es__signal(s);
 }
