@@ -76,6 +76,11 @@ int emp_wait_any(emp_endpoint_t *ep, emp_req_t **reqs, int n, struct emp_status 
 /* Cancel an unmatched receive or unstarted send: it completes with -ECANCELED.
  * -EBUSY if the transfer already started. */
 int emp_cancel(emp_endpoint_t *ep, emp_req_t *req);
+/* The same for n requests with one look at the engine (a connection's
+ * receives): requests not posted are skipped; returns how many started,
+ * or how many are now cancelled (done with -ECANCELED, not yet reaped). */
+int emp_start_many(emp_endpoint_t *ep, emp_req_t **reqs, int n);
+int emp_cancel_many(emp_endpoint_t *ep, emp_req_t **reqs, int n);
 
 /* Persistent requests: filled once, started many times; emp_test/emp_wait
  * leave them allocated; emp_req_free releases one that is not in flight. */
@@ -94,6 +99,9 @@ void *emp_req_user(emp_req_t *req);
 
 /* Drive the engine once (for callers without the progress thread). */
 int emp_progress(emp_endpoint_t *ep);
+/* Drive the engine once and send every frame it holds back (an ack waiting
+ * for a reply): before a process that keeps the endpoint open exits. */
+int emp_flush(emp_endpoint_t *ep);
 /* For layers that wait on conditions of their own (the sockets shim): between
  * emp_drive_begin and emp_drive_end this thread drives the engine itself
  * (emp_progress in a spin, or after poll() on emp_wait_fd returns) and the

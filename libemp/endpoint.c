@@ -114,6 +114,19 @@ int emp_progress(emp_endpoint_t *ep)
 	return ep ? emp__drive_spin(ep) : -EINVAL;
 }
 
+int emp_flush(emp_endpoint_t *ep)
+{
+	if (!ep || !ep->fw_ready)
+		return -EINVAL;
+	pthread_mutex_lock(&ep->eng_lock);
+	int n = emp__fw_poll(ep->fw, emp__now(ep));
+	emp__fw_flush(ep->fw);
+	pthread_mutex_unlock(&ep->eng_lock);
+	if (n)
+		emp__notify(ep);
+	return n;
+}
+
 void emp_drive_begin(emp_endpoint_t *ep)
 {
 	__atomic_add_fetch(&ep->spinning, 1, __ATOMIC_SEQ_CST);

@@ -143,6 +143,23 @@ int emp_start_len(emp_endpoint_t *ep, emp_req_t *d, size_t len)
 	return emp_start(ep, d);
 }
 
+int emp_start_many(emp_endpoint_t *ep, emp_req_t **reqs, int n)
+{
+	int started = 0;
+	for (int i = 0; i < n; i++) {
+		emp_req_t *d = reqs[i];
+		if (!valid_req(ep, d) || __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_HOST)
+			continue;
+		d->result = 0;
+		__atomic_store_n(&d->stat, EMP_DS_POSTED, __ATOMIC_RELEASE);
+		mb_push(ep, idx_of(ep, d));
+		started++;
+	}
+	if (started)
+		emp__drive_post(ep);
+	return started;
+}
+
 static int post(emp_endpoint_t *ep, int op, emp_addr_t a, uint32_t tag,
 		const struct iovec *iov, int iovcnt, emp_req_t **req)
 {
@@ -347,6 +364,27 @@ int emp_wait_any(emp_endpoint_t *ep, emp_req_t **reqs, int n, struct emp_status 
 	if (rc >= 0)
 		reap(ep, reqs[rc], st);
 	return rc;
+}
+
+int emp_cancel_many(emp_endpoint_t *ep, emp_req_t **reqs, int n)
+{
+	int pushed = 0, cancelled = 0;
+	for (int i = 0; i < n; i++)
+		if (valid_req(ep, reqs[i]) && __atomic_load_n(&reqs[i]->stat, __ATOMIC_ACQUIRE) == EMP_DS_POSTED) {
+			mb_push(ep, idx_of(ep, reqs[i]) | EMP_MB_CANCEL);
+			pushed++;
+		}
+	if (pushed) {
+		pthread_mutex_lock(&ep->eng_lock);
+		int c = emp__fw_poll(ep->fw, emp__now(ep));
+		pthread_mutex_unlock(&ep->eng_lock);
+		if (c)
+			emp__notify(ep);
+	}
+	for (int i = 0; i < n; i++)
+		if (valid_req(ep, reqs[i]) && done(reqs[i]) && reqs[i]->result == -ECANCELED)
+			cancelled++;
+	return cancelled;
 }
 
 int emp_cancel(emp_endpoint_t *ep, emp_req_t *d)

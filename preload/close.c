@@ -2,11 +2,13 @@
 /*
  * close() returns at once (unless SO_LINGER asks it to wait for our FIN); the
  * connection lingers as a zombie holding a private dup of the kernel socket
- * while our data and FIN go out and the peer answers with its FIN (CT_CLOSE
- * tells it we are gone, so its side sends FIN without its application). Once
- * both FINs are through each side sends BYE, its last control message
- * (stream.c); a zombie that has sent BYE (acknowledged) and received the
- * peer's is torn down: no message can be on its way to a receive we cancel.
+ * while our data and FIN go out and the peer answers with its FIN (our FIN
+ * carries ES_CLOSE, or CT_CLOSE follows a FIN sent before, so the peer's side
+ * sends its FIN without its application). The peer's FIN then carries
+ * ES_LAST (nothing follows it) and we answer with BYE, our last control
+ * message (stream.c, conn.h): three messages. A zombie whose last message is
+ * acknowledged and whose peer has sent its last is torn down: no message can
+ * be on its way to a receive we cancel.
  * A peer whose kernel connection ended (its process died, or its zombie is
  * gone) or an error ends the wait too; none of this runs on a timer.
  *
@@ -19,11 +21,14 @@
  * poll on the device and the zombies' kernel sockets: it costs the round
  * trips of the FIN/BYE exchange, not sleeps.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -77,6 +82,8 @@ static void teardown_locked(struct es_sock *s)
 		if (!c->sdone[i] && emp_wait(c->ep, c->sreq[i], &st, 0) == 0)
 			c->leak = 1;
 	}
+	emp_cancel_many(c->ep, c->rreq, (int)c->R);    /* one look at the engine for all */
+	emp_cancel_many(c->ep, c->creq, NCTRL);
 	for (unsigned i = 0; i < c->R; i++)
 		req_done(c, c->rreq[i], 1);
 	for (int i = 0; i < NCTRL; i++)
@@ -119,7 +126,7 @@ static int zombie_done(struct es_conn *c, int64_t now)
 		return 0;          /* the engine still reads a send buffer */
 	if (c->err || c->kdead || now >= c->zdl)
 		return 1;
-	return c->bye_done && c->bye_seen;
+	return c->rfin && c->fin_done && c->peer_quiet && (c->fin_last || c->bye_done);
 }
 
 /* one pass: tear down finished zombies; returns how many are left and, in
@@ -326,10 +333,81 @@ static void flush_one(int fd, void *o, void *arg)
 	zombify(s);
 }
 
+/* The kernel frees an AF_PACKET socket only after an RCU grace period
+ * (synchronize_net in packet_release and in tearing down its ring: 10-20 ms
+ * each here, several per engine), and a process is not reaped until its
+ * files are closed: a short-lived client would spend most of its life
+ * exiting. At exit a child sharing our memory but with its own copy of the
+ * descriptor table takes the last references: it closes every descriptor
+ * that is not a packet socket at once (the application's sockets and pipes
+ * are not kept open), then the packet sockets, and the process exits without
+ * waiting. Only system calls run in the child, on a stack of its own. */
+static char handoff_stack[16384] __attribute__((aligned(64)));
+
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+static int handoff(void *arg)
+{
+	(void)arg;
+	char buf[2048];
+	int keep[16], nkeep = 0;
+	int dfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		syscall(SYS_exit, 0);
+	for (;;) {
+		long n = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
+			off += d->d_reclen;
+			int fd = 0;
+			const char *c = d->d_name;
+			if (*c < '0' || *c > '9')
+				continue;
+			for (; *c >= '0' && *c <= '9'; c++)
+				fd = fd * 10 + (*c - '0');
+			if (fd == dfd)
+				continue;
+			int dom = 0;
+			socklen_t l = sizeof dom;
+			if (nkeep < 16 && syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) == 0 &&
+			    dom == AF_PACKET)
+				keep[nkeep++] = fd;
+			else
+				syscall(SYS_close, fd);
+		}
+	}
+	syscall(SYS_close, dfd);
+	for (int i = 0; i < nkeep; i++)
+		syscall(SYS_close, keep[i]);
+	syscall(SYS_exit, 0);
+	return 0;
+}
+
+static void handoff_device(void)
+{
+	const char *e = getenv("EMP_EXIT_HANDOFF");
+	if (e && e[0] == '0')
+		return;
+	/* no signal to the parent when it ends: it is reaped by whoever
+	 * inherits it (init or a subreaper) once we are gone */
+	clone(handoff, handoff_stack + sizeof handoff_stack, CLONE_VM, NULL);
+}
+
 /* at exit: every open EMP connection is closed as by close(); the process
- * waits for the close exchanges (a few round trips), at most 2 s */
+ * waits for the close exchanges (a few round trips), at most 2 s, then hands
+ * its packet sockets to a child to release */
 void es__flush_all(void)
 {
 	es__fd_foreach(flush_one, NULL);
 	reap_until(es__now_ns() + 2000000000ll, NULL, NULL);
+	emp_flush(es__g.ep);     /* the ack of the peer's last message must not wait for a reply */
+	handoff_device();
 }

@@ -56,9 +56,12 @@ struct es_conn {
 	/* closing: after close() the connection lingers as a zombie until both FINs
 	 * are through and the peer's control traffic has gone quiet */
 	int closing, close_want, peer_closed;
-	/* BYE: the last control message each side sends, once both FINs are
-	 * through; a side that has sent and received it gets nothing more */
-	int bye_sent, bye_done, bye_seen;
+	/* The close exchange: the closing side's FIN carries ES_CLOSE (no
+	 * separate message); a FIN sent after the peer's FIN, with no control
+	 * message in flight, carries ES_LAST: nothing at all follows it. A side
+	 * whose FIN did not carry LAST sends BYE as its last control message
+	 * once both FINs are through. peer_quiet: the peer's LAST or BYE came. */
+	int bye_sent, bye_done, fin_last, peer_quiet;
 	int64_t last_ctrl_ns, rfin_ns, zdl;
 	struct es_conn *znext;
 };

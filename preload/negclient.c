@@ -257,8 +257,6 @@ static void service(struct es_sock *s)
 		else if (m.type == N_OFFER && again && m.ep == htons(s->ng.peer_ep) &&
 			 m.conn == htonl(s->ng.peer_lid))
 			reply(s, N_ACCEPT);              /* our ACCEPT was lost */
-		else if (m.type == N_REJECT && s->ng.st == NG_WAIT)
-			s->ng.st = NG_REJECTED;          /* the server declined before offering */
 		else if (m.type == N_REJECT && again && (!m.ckey || m.ckey == s->ng.ckey))
 			s->ng.st = NG_REJECTED;
 		else
@@ -315,37 +313,23 @@ int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
 	socklen_t alen = l;
 	in_port_t *aport = a.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&a)->sin6_port
 						   : &((struct sockaddr_in *)&a)->sin_port;
+	/* The TCP port first: bind(port 0) makes the kernel pick one no socket
+	 * uses (a port held in TIME_WAIT would make bind or connect fail), then
+	 * the UDP socket takes the same number; a UDP port in use means kernel
+	 * TCP for this connection (its SYN is not marked). */
 	int udp = -1;
-	if (*aport) {
+	if (!*aport) {
+		l = sizeof a;
+		if (R_(bind)(s->kfd, (struct sockaddr *)&a, alen) < 0 ||
+		    R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
+			*aport = 0;
+	}
+	if (*aport)
 		udp = es__neg_udp_socket();
-		struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = *aport };
-		if (udp >= 0 && R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0) {
-			R_(close)(udp);
-			udp = -1;
-		}
-	} else {
-		for (int i = 0; i < 16 && udp < 0; i++) {
-			udp = es__neg_udp_socket();
-			if (udp < 0)
-				break;
-			struct sockaddr_in u = { .sin_family = AF_INET };
-			l = sizeof u;
-			if (R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0 ||
-			    R_(getsockname)(udp, (struct sockaddr *)&u, &l) < 0) {
-				R_(close)(udp);
-				udp = -1;
-				break;
-			}
-			struct sockaddr_storage t = a;
-			*(t.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&t)->sin6_port
-						  : &((struct sockaddr_in *)&t)->sin_port) = u.sin_port;
-			if (R_(bind)(s->kfd, (struct sockaddr *)&t, alen) < 0) {
-				R_(close)(udp);
-				udp = -1;
-				if (errno != EADDRINUSE)
-					break;
-			}
-		}
+	struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = *aport };
+	if (udp >= 0 && R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0) {
+		R_(close)(udp);
+		udp = -1;
 	}
 	int mark = NEG_TTL_MARK;
 	if (udp >= 0 && (R_(connect)(udp, (const struct sockaddr *)to, sizeof *to) < 0 ||

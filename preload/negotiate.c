@@ -54,6 +54,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,10 +117,112 @@ int es__neg_name_in(int fd, int peer, struct sockaddr_in *out)
 	return r < 0 ? -1 : es__to_in((struct sockaddr *)&ss, l, out);
 }
 
-void es__neg_listen(int fd)
+/* Guards: a listener's UDP twin. The server's side channels are UDP sockets
+ * bound to its TCP (ip, port) P, shared with SO_REUSEPORT (same user only),
+ * each connected to one client; while the listener lives a guard holds P
+ * too, so that no other user can take the port and answer clients in the
+ * server's name between negotiations. It receives nothing (its filter drops
+ * every datagram; connected sockets are preferred for their peers). If the
+ * program itself binds a UDP socket to P, the guard gives way. */
+struct guard { int lfd, gfd; uint16_t port; };
+static struct guard *guards;
+static int nguards;
+static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
+atomic_int es__guard_max;                 /* 1 + highest listener fd with a guard */
+
+/* some configured peer may reach this listener over EMP */
+static int emp_port(const struct sockaddr_in *a)
 {
-	int one = 1;
-	R_(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
+	const struct emp_conf *cf = &es__g.conf;
+	int self = a->sin_addr.s_addr == htonl(INADDR_ANY) ? -2 : emp_conf_find_ip(cf, a->sin_addr.s_addr);
+	if (self == -1)
+		return 0;                /* an address no peer reaches over EMP */
+	for (int p = 0; p < cf->npeers; p++)
+		if (p != self && emp_conf_use_emp(cf, program_invocation_short_name, p, ntohs(a->sin_port)))
+			return 1;
+	return 0;
+}
+
+static int guard_open(int lfd)
+{
+	struct sockaddr_in a;
+	if (es__neg_name_in(lfd, 0, &a) < 0 || !a.sin_port || !emp_port(&a))
+		return -1;
+	int g = es__neg_udp_socket(), one = 1;
+	struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
+	struct sock_fprog prog = { 1, &drop };
+	if (g < 0)
+		return -1;
+	if (R_(setsockopt)(g, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+	    R_(setsockopt)(g, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0 ||
+	    R_(bind)(g, (struct sockaddr *)&a, sizeof a) < 0) {
+		if (errno == EADDRINUSE)
+			es__log("UDP port %u is held by another program: no EMP negotiation for TCP port %u",
+				ntohs(a.sin_port), ntohs(a.sin_port));
+		R_(close)(g);
+		return -1;
+	}
+	pthread_mutex_lock(&guard_mu);
+	struct guard *ng = realloc(guards, (size_t)(nguards + 1) * sizeof *ng);
+	if (!ng) {
+		pthread_mutex_unlock(&guard_mu);
+		R_(close)(g);
+		return -1;
+	}
+	guards = ng;
+	guards[nguards++] = (struct guard){ lfd, g, a.sin_port };
+	if (lfd >= atomic_load(&es__guard_max))
+		atomic_store(&es__guard_max, lfd + 1);
+	pthread_mutex_unlock(&guard_mu);
+	return 0;
+}
+
+static void guard_drop(int i)
+{
+	R_(close)(guards[i].gfd);
+	guards[i] = guards[--nguards];
+}
+
+void es__neg_unlisten(int lfd)
+{
+	pthread_mutex_lock(&guard_mu);
+	for (int i = 0; i < nguards; i++)
+		if (guards[i].lfd == lfd) {
+			guard_drop(i);
+			break;
+		}
+	pthread_mutex_unlock(&guard_mu);
+}
+
+int es__neg_guard_yield(const struct sockaddr *sa, socklen_t len)
+{
+	struct sockaddr_in a;
+	if (!sa || es__to_in(sa, len, &a) < 0 || !a.sin_port)
+		return 0;
+	int found = 0;
+	pthread_mutex_lock(&guard_mu);
+	for (int i = 0; i < nguards; i++)
+		if (guards[i].port == a.sin_port) {
+			es__log("the program binds UDP port %u: EMP negotiation for TCP port %u stops (its guard gives way)",
+				ntohs(a.sin_port), ntohs(a.sin_port));
+			guard_drop(i);
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&guard_mu);
+	return found;
+}
+
+void es__neg_listen(int fd, int listening)
+{
+	int e = errno, one = 1;
+	if (!listening) {
+		R_(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
+	} else {
+		es__neg_unlisten(fd);    /* listen() again on the same socket */
+		guard_open(fd);          /* after listen(): its port is known now */
+	}
+	errno = e;
 }
 
 /* What the SYN of an accepted connection said: the IP TTL (IPv4) or hop
@@ -130,8 +233,10 @@ static int syn_mark(int lfd, int fd)
 	uint8_t h[128];
 	socklen_t l = sizeof h;
 	if (R_(getsockopt)(fd, IPPROTO_TCP, TCP_SAVED_SYN, h, &l) < 0 || l < 20) {
-		if (lfd >= 0)
-			es__neg_listen(lfd);   /* from the next connection on */
+		if (lfd >= 0) {           /* from the next connection on */
+			int one = 1;
+			R_(setsockopt)(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
+		}
 		return MARK_UNKNOWN;
 	}
 	unsigned ttl = (h[0] >> 4) == 4 ? h[8] : (h[0] >> 4) == 6 && l >= 40 ? h[7] : 0;
@@ -236,8 +341,17 @@ void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine)
 	int64_t now = es__now_ns();
 	if (now >= until)
 		goto out;
-	struct pollfd p[2];
+	/* woken by es__signal when another thread drives the engine and sees
+	 * this connection's HELLO (the device fd then stays quiet) */
+	int efd = es__tl_efd();
+	struct es_waiter w;
+	es__sock_lock(s);
+	es__waiter_add(s, &w, efd);
+	int seen = s->c && atomic_load(&s->c->seq) != a.seq0;
+	es__sock_unlock(s);
+	struct pollfd p[3];
 	int np = 0;
+	p[np++] = (struct pollfd){ efd, POLLIN, 0 };
 	if (udp >= 0)
 		p[np++] = (struct pollfd){ udp, POLLIN, 0 };
 	int dfd = ep ? emp_wait_fd(ep) : -1;
@@ -251,10 +365,18 @@ void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine)
 			wait = ed;
 	}
 	struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
-	R_(ppoll)(p, (nfds_t)np, &ts, NULL);
+	if (!seen)
+		R_(ppoll)(p, (nfds_t)np, &ts, NULL);
 	if (ep) {
 		emp_progress(ep);
 		emp_drive_end(ep);
+	}
+	es__sock_lock(s);
+	es__waiter_del(s, &w);
+	es__sock_unlock(s);
+	if (p[0].revents) {
+		uint64_t v;
+		R_(read)(efd, &v, 8);
 	}
 out:
 	if (ep)
@@ -359,8 +481,9 @@ static int neg_server(struct es_sock *s)
 	int accepted = 0;
 	for (;;) {
 		int64_t now = es__now_ns();
-		if (accepted && es__conn_hello_seen(s))
+		if (accepted && es__conn_hello_seen(s)) {
 			return es__neg_finish_emp(s);
+		}
 		if (now >= dl) {
 			send_reject(s);
 			if (accepted) {

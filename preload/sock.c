@@ -73,20 +73,34 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 
 int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	return R_(bind)(fd, sa, len);
+	int r = R_(bind)(fd, sa, len);
+	if (r < 0 && errno == EADDRINUSE && !es__tl_in && atomic_load(&es__guard_max)) {
+		int type = 0;
+		socklen_t tl = sizeof type;
+		if (R_(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_DGRAM &&
+		    es__neg_guard_yield(sa, len))
+			r = R_(bind)(fd, sa, len);   /* the program's own use of the port comes first */
+		else
+			errno = EADDRINUSE;
+	}
+	return r;
 }
 
 int listen(int fd, int backlog)
 {
 	GUARD(listen, fd, backlog);
 	struct es_sock *s = es__sock(fd);
-	if (s && s->state == ES_CAND) {
+	int cand = s && s->state == ES_CAND;
+	if (cand) {
 		int e = errno;
-		es__neg_listen(fd);          /* the SYN tells a preloaded client from a plain one */
+		es__neg_listen(fd, 0);       /* the SYN tells a preloaded client from a plain one */
 		es__drop_to_kernel(fd, s);   /* accept() checks each connection itself */
 		errno = e;
 	}
-	return R_(listen)(fd, backlog);
+	int r = R_(listen)(fd, backlog);
+	if (r == 0 && cand)
+		es__neg_listen(fd, 1);
+	return r;
 }
 
 static int accepted(int lfd, int fd, int flags)
@@ -126,6 +140,8 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 
 int close(int fd)
 {
+	if (fd >= 0 && fd < atomic_load(&es__guard_max) && !es__tl_in)
+		es__neg_unlisten(fd);
 	void *o = es__fd_get(fd);
 	if (!o || es__tl_in)
 		return R_(close)(fd);

@@ -81,14 +81,6 @@ int es__post_recv(struct es_conn *c, uint64_t seq)
 	return r;
 }
 
-/* a persistent receive for one buffer, started */
-static int post_recv_slot(emp_endpoint_t *ep, emp_addr_t from, uint32_t tag, void *buf, size_t len, emp_req_t **q)
-{
-	struct iovec v = { buf, len };
-	int r = emp_recv_init(ep, from, tag, &v, 1, q);
-	return r ? r : emp_start(ep, *q);
-}
-
 int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid, uint64_t key_rx)
 {
 	emp_endpoint_t *ep = es__engine();
@@ -120,10 +112,18 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid
 		es__dbg("EMP peer table full of peers in use: no EMP connection to host %u ep %u", host, pep);
 		goto fail_in;
 	}
-	for (unsigned i = 0; i < c->R && r == 0; i++)
-		r = post_recv_slot(ep, from, c->lid, rslot(c, i), ES_HDR + c->S, &c->rreq[i]);
-	for (int i = 0; i < NCTRL && r == 0; i++)
-		r = post_recv_slot(ep, from, c->lid | CTRL_TAG, c->cbuf[i], CTRL_SZ, &c->creq[i]);
+	for (unsigned i = 0; i < c->R && r == 0; i++) {
+		struct iovec v = { rslot(c, i), ES_HDR + c->S };
+		r = emp_recv_init(ep, from, c->lid, &v, 1, &c->rreq[i]);
+	}
+	for (int i = 0; i < NCTRL && r == 0; i++) {
+		struct iovec v = { c->cbuf[i], CTRL_SZ };
+		r = emp_recv_init(ep, from, c->lid | CTRL_TAG, &v, 1, &c->creq[i]);
+	}
+	/* all posted with one look at the engine, in ring order */
+	if (r == 0 && (emp_start_many(ep, c->rreq, (int)c->R) != (int)c->R ||
+		       emp_start_many(ep, c->creq, NCTRL) != NCTRL))
+		r = -EIO;
 	if (r == -ENOBUFS)
 		es__log_once_nobufs();
 	if (r < 0)
@@ -277,6 +277,14 @@ void es__flush(struct es_conn *c)
 		uint8_t *b = sslot(c, c->sp);
 		uint16_t cr = (uint16_t)c->to_return;   /* R <= 65535 (es.h bounds) */
 		uint16_t fl = c->sfin[i] ? ES_FIN : 0;
+		if (fl && c->close_want) {      /* "I closed" rides in the FIN */
+			fl |= ES_CLOSE;
+			c->close_want = 0;
+		}
+		if (fl && c->rfin && !c->cbusy && !c->hello_want && !c->close_want) {
+			fl |= ES_LAST;              /* after the peer's FIN no credits go back */
+			c->fin_last = 1;
+		}
 		uint32_t tok = (uint32_t)c->key_tx;
 		memcpy(b, &cr, 2);
 		memcpy(b + 2, &fl, 2);
@@ -295,7 +303,7 @@ void es__flush(struct es_conn *c)
 	unsigned thresh = c->R / 4 ? c->R / 4 : 1;
 	if (c->cbusy)
 		return;
-	if (c->bye_sent)
+	if (c->bye_sent || c->fin_last)
 		return;
 	if (c->hello_want) {
 		if (send_ctrl(c, CT_HELLO) == 0)
@@ -353,6 +361,12 @@ void es__process(struct es_sock *s)
 		c->rlen[i] = (uint32_t)(st.result - ES_HDR);
 		c->roff[i] = 0;
 		c->rbytes += c->rlen[i];
+		if (fl & ES_CLOSE) {
+			c->peer_closed = 1;
+			c->fin_want = 1;
+		}
+		if (fl & ES_LAST)
+			c->peer_quiet = 1;
 		if ((fl & ES_FIN) && !c->rfin) {
 			c->rfin = 1;
 			c->rfin_ns = es__now_ns();
@@ -399,7 +413,7 @@ void es__process(struct es_sock *s)
 				c->fin_want = 1;
 			}
 			if (m[0] == CT_BYE)
-				c->bye_seen = 1;
+				c->peer_quiet = 1;
 			c->credits += m[1];
 		}
 		if (emp_start(c->ep, c->creq[i]) < 0)
