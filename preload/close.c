@@ -124,6 +124,8 @@ static int zombie_done(struct es_conn *c, int64_t now)
 {
 	if (!sends_idle(c))
 		return 0;          /* the engine still reads a send buffer */
+	if (c->dying)
+		return now >= c->zdl;
 	if (c->err || c->kdead || now >= c->zdl)
 		return 1;
 	return c->rfin && c->fin_done && c->peer_quiet && (c->fin_last || c->bye_done);
@@ -233,8 +235,14 @@ static void zombify(struct es_sock *s)
 	pthread_mutex_unlock(&zlock);
 }
 
-/* A connection given up with sends in flight: it waits on the zombie list,
- * detached from s (which its caller frees), until the engine returns them. */
+/* A connection given up (an abandoned negotiation, SO_LINGER 0, an error):
+ * it waits on the zombie list, detached from s (which its caller frees),
+ * until the engine has returned its sends and, for ES_GRACE_NS, with its
+ * receives still posted: a message the peer sent before it learned that we
+ * gave up lands there (and is dropped) instead of being retried against no
+ * receive, which would end the engine's session with that peer process and
+ * every other connection in it. */
+#define ES_GRACE_NS 1000000000ll
 static void detach(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
@@ -252,6 +260,8 @@ static void detach(struct es_sock *s)
 	es__sock_lock(s);
 	c->s = z;
 	c->closing = 1;
+	c->dying = 1;
+	c->zdl = es__now_ns() + ES_GRACE_NS;
 	if (!c->err)
 		c->err = ECONNABORTED;
 	z->c = c;
@@ -299,11 +309,13 @@ int es__conn_destroy(struct es_sock *s, int flushit)
 			reap_until(0, NULL, NULL);
 		return 1;
 	}
+	/* the peer may be sending to our receives (it has been told about them)
+	 * unless the connection ended in order or the peer is gone */
 	es__sock_lock(s);
 	es__process(s);
-	int idle = sends_idle(c);
+	int quiet = sends_idle(c) && (c->kdead || (c->peer_quiet && c->rfin));
 	es__sock_unlock(s);
-	if (!idle) {
+	if (!quiet) {
 		detach(s);
 		return 0;
 	}

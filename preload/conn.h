@@ -26,6 +26,7 @@ struct es_conn {
 	int held;                        /* emp_peer_hold on peer (released at teardown) */
 	/* receive */
 	unsigned R, S;
+	int data_posted;                 /* the R receives are posted (the server: once the peer's endpoint is proved) */
 	uint8_t *rbuf;
 	emp_req_t **rreq;
 	uint32_t *rlen, *roff;
@@ -39,6 +40,7 @@ struct es_conn {
 	int cbusy;                       /* csend in flight */
 	uint8_t csbuf[CTRL_SZ];
 	int hello_seen, hello_want, hello_sent;
+	uint16_t hello_ep;               /* the endpoint the peer's HELLO came from */
 	uint64_t key_rx, key_tx;         /* ours (the peer presents it), the peer's (we present it) */
 	unsigned forged;                 /* messages dropped for a wrong key or token */
 	/* send */
@@ -56,6 +58,7 @@ struct es_conn {
 	/* closing: after close() the connection lingers as a zombie until both FINs
 	 * are through and the peer's control traffic has gone quiet */
 	int closing, close_want, peer_closed;
+	int dying;                       /* given up: torn down at zdl (close.c detach) */
 	/* The close exchange: the closing side's FIN carries ES_CLOSE (no
 	 * separate message); a FIN sent after the peer's FIN, with no control
 	 * message in flight, carries ES_LAST: nothing at all follows it. A side

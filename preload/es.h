@@ -224,6 +224,9 @@ struct es_conn_params {
 /* receives posted for messages from (peer_host, peer_ep) tagged lid, which
  * must carry key_rx (our key from the negotiation) */
 int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep, uint32_t lid, uint64_t key_rx);
+/* peer_ep was EMP_ANY_EP (only control receives posted): now it is known */
+int es__conn_bind_ep(struct es_sock *s, uint16_t peer_ep);
+uint16_t es__conn_hello_ep(struct es_sock *s);
 uint32_t es__conn_new_lid(void);              /* random, unused in this process */
 /* 0, or -1 (connection error set) when the send slots or their engine
  * descriptors cannot be had: the negotiation must then decline EMP. */

@@ -230,6 +230,11 @@ static void take_offer(struct es_sock *s, const struct neg_msg *m)
 	s->ng.st = NG_ACCEPTED;
 	s->ng.t_offer = now;
 	reply(s, N_ACCEPT);
+	/* our HELLO proves the endpoint the ACCEPT names (the server has posted
+	 * control receives from any of our host's endpoints before its OFFER) */
+	es__sock_lock(s);
+	es__conn_send_hello(s);
+	es__sock_unlock(s);
 }
 
 /* read s's side channel dry; neg_lock held. Only the server's (ip, port)
@@ -399,6 +404,7 @@ int es__negc_settle(struct es_sock *s)
 	const char *why = NULL;
 	int emp = 0;
 	for (;;) {
+		unsigned seq0 = es__neg_seq(s);
 		int64_t now = es__now_ns(), until = now;
 		pthread_mutex_lock(&neg_lock);
 		service(s);
@@ -427,7 +433,7 @@ int es__negc_settle(struct es_sock *s)
 		pthread_mutex_unlock(&neg_lock);
 		if (emp || why)
 			break;
-		es__neg_wait(s, s->udp, until, s->ng.st == NG_ACCEPTED);
+		es__neg_wait(s, s->udp, until, s->ng.st == NG_ACCEPTED, seq0);
 	}
 	es__neg_close_udp(s);   /* from here on a late OFFER meets ICMP */
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);

@@ -327,10 +327,15 @@ static int woke(void *p)
 	return a->udp >= 0 && R_(poll)(&q, 1, 0) > 0;
 }
 
-void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine)
+unsigned es__neg_seq(struct es_sock *s)
+{
+	return s->c ? atomic_load(&s->c->seq) : 0;
+}
+
+void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
 {
 	emp_endpoint_t *ep = want_engine ? es__g.ep : NULL;
-	struct wait_arg a = { s, udp, s->c ? atomic_load(&s->c->seq) : 0 };
+	struct wait_arg a = { s, udp, seq0 };
 	if (ep) {
 		int64_t budget = es__spin_begin();
 		if (budget && es__spin_until(budget, woke, &a)) {
@@ -368,7 +373,10 @@ void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine)
 	if (!seen)
 		R_(ppoll)(p, (nfds_t)np, &ts, NULL);
 	if (ep) {
-		emp_progress(ep);
+		/* a datagram first: an ACCEPT makes the engine accept the session
+		 * the client's HELLO, which may be in the ring already, opens */
+		if (udp < 0 || !p[1].revents)
+			emp_progress(ep);
 		emp_drive_end(ep);
 	}
 	es__sock_lock(s);
@@ -429,26 +437,30 @@ static void send_reject(struct es_sock *s)
 		R_(send)(s->udp, &o, sizeof o, MSG_DONTWAIT);
 }
 
-/* A valid ACCEPT: the connection's receives and send slots toward the
- * endpoint it names, then our HELLO; 0, or -1 (REJECT sent). */
-static int take_accept(struct es_sock *s, const struct neg_msg *m, int host)
+/* The client's endpoint proved itself (its HELLO with our key came from the
+ * endpoint its ACCEPT named): receives from it alone, send slots toward it,
+ * our HELLO. 0, or -1 (REJECT sent). */
+static int take_proof(struct es_sock *s, const struct neg_msg *a)
 {
-	uint16_t pep = ntohs(m->ep);
-	s->ng.ckey = m->ckey;
-	int r = es__conn_create(s, (uint16_t)host, pep, s->ng.lid, s->ng.skey);
-	if (r == 0) {
-		es__sock_lock(s);
-		r = es__conn_set_peer(s, pep, ntohl(m->conn), ntohl(m->nbufs), ntohl(m->bufsz), m->ckey);
-		if (r == 0)
-			r = es__conn_send_hello(s);
-		es__sock_unlock(s);
-	}
+	uint16_t pep = ntohs(a->ep);
+	es__sock_lock(s);
+	int r = es__conn_bind_ep(s, pep);
+	if (r == 0)
+		r = es__conn_set_peer(s, pep, ntohl(a->conn), ntohl(a->nbufs), ntohl(a->bufsz), a->ckey);
+	if (r == 0)
+		r = es__conn_send_hello(s);
+	es__sock_unlock(s);
 	if (r < 0)
 		send_reject(s);
 	return r;
 }
 
-/* The server's side; s is an accepted socket on its first use. */
+/* The server's side; s is an accepted socket on its first use. Before the
+ * OFFER its control receives are posted from any endpoint of the client's
+ * host; the client answers with ACCEPT (naming its endpoint) and a HELLO
+ * from that endpoint. The server sends nothing over EMP before that HELLO
+ * has come from the endpoint the ACCEPT named: an ACCEPT naming another
+ * process's endpoint gets nothing sent there, and is refused at the bound. */
 static int neg_server(struct es_sock *s)
 {
 	if (s->ng.mark == MARK_PLAIN)
@@ -475,26 +487,15 @@ static int neg_server(struct es_sock *s)
 	while (!s->ng.skey);
 	s->ng.ckey = 0;
 	s->ng.lid = es__conn_new_lid();
-	struct neg_msg o, m;
+	if (es__conn_create(s, (uint16_t)host, EMP_ANY_EP, s->ng.lid, s->ng.skey) < 0)
+		return es__neg_fallback(s, "cannot set up EMP (descriptors?)");
+	struct neg_msg o, m, acc;
 	es__neg_fill(&o, N_OFFER, s);
 	int64_t dl = es__now_ns() + es__g.neg_ms * 1000000ll, next = 0, gap = 1000000;
 	int accepted = 0;
 	for (;;) {
+		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
 		int64_t now = es__now_ns();
-		if (accepted && es__conn_hello_seen(s)) {
-			return es__neg_finish_emp(s);
-		}
-		if (now >= dl) {
-			send_reject(s);
-			if (accepted) {
-				unsigned n = atomic_fetch_add(&es__negstats.refused, 1) + 1;
-				es__log("connection from %s:%u: the endpoint its ACCEPT named (%u) never proved itself: refused (%u so far)",
-					inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port),
-					s->c ? s->c->peer.ep : 0, n);
-				return es__neg_fallback(s, "the client's endpoint did not confirm EMP");
-			}
-			return es__neg_fallback(s, "client did not answer the EMP offer");
-		}
 		if (!accepted && now >= next) {
 			if (R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
 				return es__neg_fallback(s, "client host refused the offer (plain program)");
@@ -518,16 +519,41 @@ static int neg_server(struct es_sock *s)
 			if (m.type == N_REJECT && (!accepted || m.ckey == s->ng.ckey))
 				return es__neg_fallback(s, "client declined EMP");
 			if (m.type != N_ACCEPT || accepted || !es__neg_params_ok(&m) || !m.ckey) {
-				if (m.type != N_ACCEPT || !accepted)   /* a repeated ACCEPT is not forged */
+				if (m.type != N_ACCEPT || !accepted || memcmp(&m, &acc, sizeof m))
 					es__neg_count_forged(s, "unexpected or out of bounds");
 				continue;
 			}
-			if (take_accept(s, &m, host) < 0)
-				return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
+			/* the client's HELLO may start a session with the engine from now on */
+			if (emp_peer_hold(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) }) < 0) {
+				send_reject(s);
+				return es__neg_fallback(s, "EMP peer table full");
+			}
+			emp_peer_release(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) });
+			acc = m;
+			s->ng.ckey = m.ckey;
 			accepted = 1;
 		}
+		if (accepted && es__conn_hello_seen(s)) {
+			if (es__conn_hello_ep(s) != ntohs(acc.ep)) {
+				send_reject(s);
+				return es__neg_fallback(s, "the client's HELLO came from another endpoint");
+			}
+			if (take_proof(s, &acc) < 0)
+				return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
+			return es__neg_finish_emp(s);
+		}
+		if (now >= dl) {
+			send_reject(s);
+			if (accepted) {
+				unsigned n = atomic_fetch_add(&es__negstats.refused, 1) + 1;
+				es__log("connection from %s:%u: the endpoint its ACCEPT named (%u) never proved itself: refused (%u so far)",
+					inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port), ntohs(acc.ep), n);
+				return es__neg_fallback(s, "the client's endpoint did not confirm EMP");
+			}
+			return es__neg_fallback(s, "client did not answer the EMP offer");
+		}
 		int64_t until = accepted ? dl : (next < dl ? next : dl);
-		es__neg_wait(s, udp, until, accepted);
+		es__neg_wait(s, udp, until, 1, seq0);
 	}
 }
 

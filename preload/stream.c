@@ -81,6 +81,82 @@ int es__post_recv(struct es_conn *c, uint64_t seq)
 	return r;
 }
 
+/* the engine keeps the peer while we use it */
+static int hold(struct es_conn *c)
+{
+	int r = emp_peer_hold(c->ep, c->peer);
+	c->held = r == 0;
+	if (r < 0)
+		es__dbg("EMP peer table full of peers in use: no EMP connection to host %u ep %u",
+			c->peer.host, c->peer.ep);
+	return r;
+}
+
+/* control receives from c->peer (its endpoint may be any: see es__conn_bind_ep) */
+static int post_ctrl(struct es_conn *c)
+{
+	int r = 0;
+	for (int i = 0; i < NCTRL && r == 0; i++) {
+		struct iovec v = { c->cbuf[i], CTRL_SZ };
+		r = emp_recv_init(c->ep, c->peer, c->lid | CTRL_TAG, &v, 1, &c->creq[i]);
+	}
+	if (r == 0 && emp_start_many(c->ep, c->creq, NCTRL) != NCTRL)
+		r = -EIO;
+	return r;
+}
+
+/* data receives from c->peer, posted with one look at the engine, in ring order */
+static int post_data(struct es_conn *c)
+{
+	int r = 0;
+	for (unsigned i = 0; i < c->R && r == 0; i++) {
+		struct iovec v = { rslot(c, i), ES_HDR + c->S };
+		r = emp_recv_init(c->ep, c->peer, c->lid, &v, 1, &c->rreq[i]);
+	}
+	if (r == 0 && emp_start_many(c->ep, c->rreq, (int)c->R) != (int)c->R)
+		r = -EIO;
+	c->data_posted = r == 0;
+	return r;
+}
+
+/* The server learns the client's endpoint from its ACCEPT and has posted
+ * control receives from any endpoint of the client's host (the client's
+ * HELLO, which proves the endpoint, comes before anything of ours): once
+ * proved, the data receives are posted from that endpoint alone and the
+ * control receives are posted again for it. Lock held. */
+int es__conn_bind_ep(struct es_sock *s, uint16_t pep)
+{
+	struct es_conn *c = s->c;
+	struct emp_status st;
+	if (c->peer.ep == pep)
+		return 0;
+	es__tl_in++;
+	emp_cancel_many(c->ep, c->creq, NCTRL);
+	int r = 0;
+	for (int i = 0; i < NCTRL; i++) {
+		int t = emp_test(c->ep, c->creq[i], &st);
+		if (t == 0 && emp_wait(c->ep, c->creq[i], &st, 20000000) == 0)
+			r = -EBUSY;                  /* matched and under way: cannot go */
+		if (r == 0)
+			emp_req_free(c->ep, c->creq[i]);
+	}
+	c->peer.ep = pep;
+	if (r == 0)
+		r = hold(c);
+	if (r == 0)
+		r = post_ctrl(c);
+	if (r == 0)
+		r = post_data(c);
+	es__tl_in--;
+	if (r == -ENOBUFS)
+		es__log_once_nobufs();
+	if (r < 0)
+		set_err(c, r == -ENOBUFS ? ENOBUFS : ECONNRESET);
+	return r;
+}
+
+uint16_t es__conn_hello_ep(struct es_sock *s) { return s->c ? s->c->hello_ep : EMP_ANY_EP; }
+
 int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid, uint64_t key_rx)
 {
 	emp_endpoint_t *ep = es__engine();
@@ -104,26 +180,12 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid
 	c->roff = calloc(c->R, sizeof *c->roff);
 	if (!c->rbuf || !c->rreq || !c->rlen || !c->roff)
 		goto fail;
-	emp_addr_t from = { host, pep };
 	es__tl_in++;
-	int r = emp_peer_hold(ep, from);   /* the engine keeps this peer while we use it */
-	c->held = r == 0;
-	if (r < 0) {
-		es__dbg("EMP peer table full of peers in use: no EMP connection to host %u ep %u", host, pep);
-		goto fail_in;
-	}
-	for (unsigned i = 0; i < c->R && r == 0; i++) {
-		struct iovec v = { rslot(c, i), ES_HDR + c->S };
-		r = emp_recv_init(ep, from, c->lid, &v, 1, &c->rreq[i]);
-	}
-	for (int i = 0; i < NCTRL && r == 0; i++) {
-		struct iovec v = { c->cbuf[i], CTRL_SZ };
-		r = emp_recv_init(ep, from, c->lid | CTRL_TAG, &v, 1, &c->creq[i]);
-	}
-	/* all posted with one look at the engine, in ring order */
-	if (r == 0 && (emp_start_many(ep, c->rreq, (int)c->R) != (int)c->R ||
-		       emp_start_many(ep, c->creq, NCTRL) != NCTRL))
-		r = -EIO;
+	int r = pep == EMP_ANY_EP ? 0 : hold(c);
+	if (r == 0)
+		r = post_ctrl(c);
+	if (r == 0 && pep != EMP_ANY_EP)
+		r = post_data(c);
 	if (r == -ENOBUFS)
 		es__log_once_nobufs();
 	if (r < 0)
@@ -328,7 +390,7 @@ void es__process(struct es_sock *s)
 	struct emp_status st;
 	int changed = 0, r;
 	es__tl_in++;
-	while (c->rc < c->rh + c->R) {
+	while (c->data_posted && c->rc < c->rh + c->R) {
 		unsigned i = c->rc % c->R;
 		r = emp_test(c->ep, c->rreq[i], &st);
 		if (r == 0)
@@ -405,6 +467,7 @@ void es__process(struct es_sock *s)
 			c->last_ctrl_ns = es__now_ns();
 			if (m[0] == CT_HELLO) {
 				c->hello_seen = 1;
+				c->hello_ep = st.source.ep;
 				if (!c->hello_sent)
 					c->hello_want = 1;      /* the answer proves our endpoint */
 			}

@@ -2,7 +2,7 @@
 #include "runner.h"
 
 /* Suites are weak so a build with some files missing still links. */
-#define SUITES(X) X(conf) X(sim) X(engine) X(libemp) X(faults) X(stream) X(stats)
+#define SUITES(X) X(conf) X(sim) X(engine) X(libemp) X(faults) X(stream) X(stats) X(peers)
 #define DECL(n) extern const struct emp_test_suite emp_suite_##n __attribute__((weak));
 SUITES(DECL)
 
