@@ -4,9 +4,11 @@
  * connection lingers as a zombie holding a private dup of the kernel socket
  * while our data and FIN go out and the peer answers with its FIN (our FIN
  * carries ES_CLOSE, or CT_CLOSE follows a FIN sent before, so the peer's side
- * sends its FIN without its application). The peer's FIN then carries
- * ES_LAST (nothing follows it) and we answer with BYE, our last control
- * message (stream.c, conn.h): three messages. A zombie whose last message is
+ * sends its FIN without its application). Neither FIN is followed by
+ * anything (ES_LAST: after CLOSE the peer needs no credits, after the peer's
+ * FIN none go back), so the exchange is two messages; a side whose FIN could
+ * not carry LAST (a control message was on its way, or its FIN went out
+ * before the close) ends with BYE (stream.c, conn.h). A zombie whose last message is
  * acknowledged and whose peer has sent its last is torn down: no message can
  * be on its way to a receive we cancel.
  * A peer whose kernel connection ended (its process died, or its zombie is

@@ -60,10 +60,11 @@ struct es_conn {
 	int closing, close_want, peer_closed;
 	int dying;                       /* given up: torn down at zdl (close.c detach) */
 	/* The close exchange: the closing side's FIN carries ES_CLOSE (no
-	 * separate message); a FIN sent after the peer's FIN, with no control
-	 * message in flight, carries ES_LAST: nothing at all follows it. A side
-	 * whose FIN did not carry LAST sends BYE as its last control message
-	 * once both FINs are through. peer_quiet: the peer's LAST or BYE came. */
+	 * separate message; the peer then sends without credits); a FIN with
+	 * CLOSE, or sent after the peer's FIN, with no control message in
+	 * flight, carries ES_LAST: nothing at all follows it. A side whose FIN
+	 * did not carry LAST sends BYE as its last control message once both
+	 * FINs are through. peer_quiet: the peer's LAST or BYE came. */
 	int bye_sent, bye_done, fin_last, peer_quiet;
 	int64_t last_ctrl_ns, rfin_ns, zdl;
 	struct es_conn *znext;

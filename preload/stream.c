@@ -334,7 +334,10 @@ void es__flush(struct es_conn *c)
 			c->fin_staged = 1;
 		}
 	}
-	while (c->sp < c->st && c->credits > 0) {
+	/* a peer that closed (ES_CLOSE) reposts every receive as it discards what
+	 * arrives and returns no credits: what is left goes without them (a
+	 * message that finds no receive yet is resent by the engine) */
+	while (c->sp < c->st && (c->credits > 0 || c->peer_closed)) {
 		unsigned i = c->sp % c->W;
 		uint8_t *b = sslot(c, c->sp);
 		uint16_t cr = (uint16_t)c->to_return;   /* R <= 65535 (es.h bounds) */
@@ -343,8 +346,11 @@ void es__flush(struct es_conn *c)
 			fl |= ES_CLOSE;
 			c->close_want = 0;
 		}
-		if (fl && c->rfin && !c->cbusy && !c->hello_want && !c->close_want) {
-			fl |= ES_LAST;              /* after the peer's FIN no credits go back */
+		/* nothing follows a FIN sent after the peer's FIN (no credits go back
+		 * then), or one saying we closed (the peer needs no credits any more),
+		 * unless a control message is still on its way */
+		if (fl && (c->rfin || (fl & ES_CLOSE)) && !c->cbusy && !c->hello_want && !c->close_want) {
+			fl |= ES_LAST;
 			c->fin_last = 1;
 		}
 		uint32_t tok = (uint32_t)c->key_tx;
@@ -357,7 +363,8 @@ void es__flush(struct es_conn *c)
 			return;
 		}
 		c->to_return = 0;
-		c->credits--;
+		if (c->credits)
+			c->credits--;
 		c->sp++;
 	}
 	/* credits are useless to a peer that has sent FIN: none after it (the
