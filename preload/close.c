@@ -134,8 +134,9 @@ static int zombie_done(struct es_conn *c, int64_t now)
 }
 
 /* one pass: tear down finished zombies; returns how many are left and, in
- * p[0..*np), the kernel sockets worth waiting on */
-static int reap_pass(struct pollfd *p, int *np, int max)
+ * p[0..*np), the kernel sockets worth waiting on; kernel: look at those
+ * sockets too (a system call each: only when the caller waits) */
+static int reap_pass(struct pollfd *p, int *np, int max, int kernel)
 {
 	struct es_conn *done = NULL, **pp;
 	int left = 0;
@@ -146,7 +147,7 @@ static int reap_pass(struct pollfd *p, int *np, int max)
 		struct es_sock *s = c->s;
 		es__sock_lock(s);
 		es__process(s);
-		if (s->kfd >= 0 && !c->kdead)
+		if (kernel && s->kfd >= 0 && !c->kdead)
 			es__kernel_check(s);
 		int d = zombie_done(c, es__now_ns());
 		if (!d && s->kfd >= 0 && !c->kdead && *np < max)
@@ -188,7 +189,7 @@ static void reap_until(int64_t deadline, int (*stop)(void *), void *arg)
 	int np;
 	emp_endpoint_t *ep = es__g.ep;
 	for (;;) {
-		int left = reap_pass(p, &np, REAP_FDS);
+		int left = reap_pass(p, &np, REAP_FDS, deadline != 0);
 		if (!left || (stop && stop(arg)))
 			return;
 		int64_t now = es__now_ns();

@@ -316,15 +316,16 @@ void es__neg_close_udp(struct es_sock *s)
 	s->udp = -1;
 }
 
-struct wait_arg { struct es_sock *s; int udp; unsigned seq0; };
+struct wait_arg { struct es_sock *s; int udp; unsigned seq0, turn; };
 
+/* the connection changed, or (every 16th turn: a system call) a datagram came */
 static int woke(void *p)
 {
 	struct wait_arg *a = p;
 	if (a->s->c && atomic_load(&a->s->c->seq) != a->seq0)
 		return 1;
 	struct pollfd q = { a->udp, POLLIN, 0 };
-	return a->udp >= 0 && R_(poll)(&q, 1, 0) > 0;
+	return a->udp >= 0 && !(++a->turn & 15) && R_(poll)(&q, 1, 0) > 0;
 }
 
 unsigned es__neg_seq(struct es_sock *s)
@@ -335,7 +336,7 @@ unsigned es__neg_seq(struct es_sock *s)
 void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
 {
 	emp_endpoint_t *ep = want_engine ? es__g.ep : NULL;
-	struct wait_arg a = { s, udp, seq0 };
+	struct wait_arg a = { s, udp, seq0, 0 };
 	if (ep) {
 		int64_t budget = es__spin_begin();
 		if (budget && es__spin_until(budget, woke, &a)) {
