@@ -408,9 +408,9 @@ static int handoff(void *arg)
 
 static void handoff_device(void)
 {
-	const char *e = getenv("EMP_EXIT_HANDOFF");
-	if (e && e[0] == '0')
-		return;
+	const char *e = getenv("EMP_EXIT_HANDOFF"), *pre = getenv("LD_PRELOAD");
+	if ((e && e[0] == '0') || (pre && strstr(pre, "vgpreload")))
+		return;          /* off, or under valgrind (which runs no clone of this kind) */
 	/* no signal to the parent when it ends: it is reaped by whoever
 	 * inherits it (init or a subreaper) once we are gone */
 	clone(handoff, handoff_stack + sizeof handoff_stack, CLONE_VM, NULL);
