@@ -78,6 +78,11 @@ extern atomic_int es__reg_n, es__hook_active;
 extern pthread_mutex_t es__reg_lock;
 
 void es__set_err(struct es_conn *c, int e, int line);
+/* connsetup.c: the peer held in the engine; control receives (from c->peer,
+ * whose endpoint may be any), data receives (R, in ring order) */
+int es__conn_hold(struct es_conn *c);
+int es__conn_post_ctrl(struct es_conn *c);
+int es__conn_post_data(struct es_conn *c);
 #define set_err(c, e) es__set_err(c, e, __LINE__)
 int es__post_recv(struct es_conn *c, uint64_t seq);
 void es__retire_head(struct es_conn *c);

@@ -1,4 +1,4 @@
-/* neg.h: the negotiation side channel's messages, bounds and marks, and the helpers shared by negotiate.c (server side, settling) and negclient.c (client side, OFFER responder). */
+/* neg.h: the negotiation side channel's messages, bounds and marks, and the helpers shared by negotiate.c (server side, settling), neglisten.c (listeners, the SYN mark) and negclient.c (client side, OFFER responder). */
 #ifndef EMP_NEG_H
 #define EMP_NEG_H
 
