@@ -192,13 +192,11 @@ int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);
  * OFFER responder answers for the socket from now on, whatever the application
  * does; a completed connect is settled at once by its caller. */
 void es__neg_client_start(struct es_sock *s, int async);
-/* listen(): before (listening 0) the listener records each SYN (TCP_SAVE_SYN)
- * so that accept can tell a preloaded client from a plain one; after
- * (listening 1) a UDP guard holds its port (negotiate.c) */
-void es__neg_listen(int fd, int listening);
-/* the listener fd is closed: its UDP guard goes too (sock.c checks es__guard_max first) */
-void es__neg_unlisten(int fd);
-extern atomic_int es__guard_max;
+/* listen(): the listener records each SYN (TCP_SAVE_SYN) so that accept can
+ * tell a preloaded client from a plain one */
+void es__neg_listen(int fd);
+/* a negotiation on the server's (ip, port): keep its UDP guard (neglisten.c) */
+void es__neg_guard(const struct sockaddr_in *a);
 /* bind() of a UDP socket failed with EADDRINUSE: 1 if a guard held that port and gave way */
 int es__neg_guard_yield(const struct sockaddr *sa, socklen_t len);
 /* The socket is going away (last fd closed): the responder lets go of it. */

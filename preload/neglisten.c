@@ -1,4 +1,4 @@
-/* neglisten.c: the server's side before a negotiation: listeners that save each SYN and hold their UDP port (the guard), and the EMP mark read from an accepted connection's SYN. */
+/* neglisten.c: the server's side around a negotiation: listeners that save each SYN, the EMP mark read from an accepted connection's SYN, the guard that keeps the server's UDP port. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/filter.h>
@@ -8,113 +8,70 @@
 
 #include "neg.h"
 
-extern char *program_invocation_short_name;
-
-/* Guards: a listener's UDP twin. The server's side channels are UDP sockets
- * bound to its TCP (ip, port) P, shared with SO_REUSEPORT (same user only),
- * each connected to one client; while the listener lives a guard holds P
- * too, so that no other user can take the port and answer clients in the
- * server's name between negotiations. It receives nothing (its filter drops
- * every datagram; connected sockets are preferred for their peers). If the
- * program itself binds a UDP socket to P, the guard gives way. */
-struct guard { int lfd, gfd; uint16_t port; };
+/* Guards: the server's side channels are UDP sockets bound to its TCP
+ * (ip, port) P, shared with SO_REUSEPORT (same user only), each connected to
+ * one client. From its first negotiation on P a process keeps a guard on P
+ * too, so that no other user can take the port between negotiations and
+ * answer clients in the server's name. A guard receives nothing (its filter
+ * drops every datagram; connected sockets are preferred for their peers).
+ * It belongs to the process that negotiates (a server whose workers run as
+ * another user than the process that listens still negotiates), and gives
+ * way if the program itself binds a UDP socket to P. */
+struct guard { uint32_t ip; uint16_t port; int gfd; };
 static struct guard *guards;
 static int nguards;
 static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
-atomic_int es__guard_max;                 /* 1 + highest listener fd with a guard */
 
-/* some configured peer may reach this listener over EMP */
-static int emp_port(const struct sockaddr_in *a)
-{
-	const struct emp_conf *cf = &es__g.conf;
-	int self = a->sin_addr.s_addr == htonl(INADDR_ANY) ? -2 : emp_conf_find_ip(cf, a->sin_addr.s_addr);
-	if (self == -1)
-		return 0;                /* an address no peer reaches over EMP */
-	for (int p = 0; p < cf->npeers; p++)
-		if (p != self && emp_conf_use_emp(cf, program_invocation_short_name, p, ntohs(a->sin_port)))
-			return 1;
-	return 0;
-}
-
-static int guard_open(int lfd)
-{
-	struct sockaddr_in a;
-	if (es__neg_name_in(lfd, 0, &a) < 0 || !a.sin_port || !emp_port(&a))
-		return -1;
-	int g = es__neg_udp_socket(), one = 1;
-	struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
-	struct sock_fprog prog = { 1, &drop };
-	if (g < 0)
-		return -1;
-	if (R_(setsockopt)(g, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
-	    R_(setsockopt)(g, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0 ||
-	    R_(bind)(g, (struct sockaddr *)&a, sizeof a) < 0) {
-		if (errno == EADDRINUSE)
-			es__log("UDP port %u is held by another program: no EMP negotiation for TCP port %u",
-				ntohs(a.sin_port), ntohs(a.sin_port));
-		R_(close)(g);
-		return -1;
-	}
-	pthread_mutex_lock(&guard_mu);
-	struct guard *ng = realloc(guards, (size_t)(nguards + 1) * sizeof *ng);
-	if (!ng) {
-		pthread_mutex_unlock(&guard_mu);
-		R_(close)(g);
-		return -1;
-	}
-	guards = ng;
-	guards[nguards++] = (struct guard){ lfd, g, a.sin_port };
-	if (lfd >= atomic_load(&es__guard_max))
-		atomic_store(&es__guard_max, lfd + 1);
-	pthread_mutex_unlock(&guard_mu);
-	return 0;
-}
-
-static void guard_drop(int i)
-{
-	R_(close)(guards[i].gfd);
-	guards[i] = guards[--nguards];
-}
-
-void es__neg_unlisten(int lfd)
+void es__neg_guard(const struct sockaddr_in *a)
 {
 	pthread_mutex_lock(&guard_mu);
 	for (int i = 0; i < nguards; i++)
-		if (guards[i].lfd == lfd) {
-			guard_drop(i);
-			break;
+		if (guards[i].port == a->sin_port && guards[i].ip == a->sin_addr.s_addr) {
+			pthread_mutex_unlock(&guard_mu);
+			return;          /* held (or given way: gfd -1) */
 		}
+	struct guard *ng = realloc(guards, (size_t)(nguards + 1) * sizeof *ng);
+	if (!ng) {
+		pthread_mutex_unlock(&guard_mu);
+		return;
+	}
+	guards = ng;
+	int g = es__neg_udp_socket(), one = 1;
+	struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
+	struct sock_fprog prog = { 1, &drop };
+	if (g >= 0 && (R_(setsockopt)(g, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+		       R_(setsockopt)(g, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0 ||
+		       R_(bind)(g, (const struct sockaddr *)a, sizeof *a) < 0)) {
+		R_(close)(g);
+		g = -1;
+	}
+	guards[nguards++] = (struct guard){ a->sin_addr.s_addr, a->sin_port, g };
 	pthread_mutex_unlock(&guard_mu);
 }
 
 int es__neg_guard_yield(const struct sockaddr *sa, socklen_t len)
 {
 	struct sockaddr_in a;
-	if (!sa || es__to_in(sa, len, &a) < 0 || !a.sin_port)
+	if (!nguards || !sa || es__to_in(sa, len, &a) < 0 || !a.sin_port)
 		return 0;
 	int found = 0;
 	pthread_mutex_lock(&guard_mu);
 	for (int i = 0; i < nguards; i++)
-		if (guards[i].port == a.sin_port) {
+		if (guards[i].port == a.sin_port && guards[i].gfd >= 0) {
 			es__log("the program binds UDP port %u: EMP negotiation for TCP port %u stops (its guard gives way)",
 				ntohs(a.sin_port), ntohs(a.sin_port));
-			guard_drop(i);
+			R_(close)(guards[i].gfd);
+			guards[i].gfd = -1;      /* and is not taken again */
 			found = 1;
-			break;
 		}
 	pthread_mutex_unlock(&guard_mu);
 	return found;
 }
 
-void es__neg_listen(int fd, int listening)
+void es__neg_listen(int fd)
 {
 	int e = errno, one = 1;
-	if (!listening) {
-		R_(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
-	} else {
-		es__neg_unlisten(fd);    /* listen() again on the same socket */
-		guard_open(fd);          /* after listen(): its port is known now */
-	}
+	R_(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
 	errno = e;
 }
 

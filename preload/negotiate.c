@@ -23,9 +23,10 @@
  *
  * Binding to the kernel connection: a datagram's source address is checked by
  * the kernel (both UDP sockets are connected), and only the process holding
- * the client's TCP port u holds UDP u (bound before the TCP socket, without
- * SO_REUSEADDR), and only the server's processes (SO_REUSEPORT: same user)
- * hold UDP P on the server's address while they negotiate. Keys come from
+ * the client's TCP port u holds UDP u (bound right after the TCP socket took
+ * u, without SO_REUSEADDR), and only the server's processes (SO_REUSEPORT:
+ * same user) hold UDP P on the server's address: each connection's socket,
+ * and a guard kept from the first negotiation on (neglisten.c). Keys come from
  * getrandom: skey ties ACCEPT and REJECT to the OFFER, and the EMP stream is
  * bound to both keys (every data message carries the receiver's key's low 32
  * bits, every control message all 64, stream.c), so a process or host that
@@ -322,6 +323,7 @@ static int neg_server(struct es_sock *s)
 	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
 	if (host < 0)
 		return es__neg_fallback(s, "no EMP endpoint");
+	es__neg_guard(&s->local);
 	int udp = es__neg_udp_socket(), one = 1;
 	if (udp < 0 || R_(setsockopt)(udp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
 	    R_(bind)(udp, (struct sockaddr *)&s->local, sizeof s->local) < 0 ||
@@ -329,8 +331,9 @@ static int neg_server(struct es_sock *s)
 		int e = errno;
 		if (udp >= 0)
 			R_(close)(udp);
-		if (e == EADDRINUSE)
-			es__log("UDP port %u is held by another program: no EMP negotiation for TCP port %u",
+		static atomic_int told;
+		if (e == EADDRINUSE && !atomic_exchange(&told, 1))
+			es__log("UDP port %u is held by another program (or user): no EMP negotiation for TCP port %u",
 				ntohs(s->local.sin_port), ntohs(s->local.sin_port));
 		return es__neg_fallback(s, "no side channel");
 	}

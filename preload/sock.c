@@ -74,7 +74,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	int r = R_(bind)(fd, sa, len);
-	if (r < 0 && errno == EADDRINUSE && !es__tl_in && atomic_load(&es__guard_max)) {
+	if (r < 0 && errno == EADDRINUSE && !es__tl_in) {
 		int type = 0;
 		socklen_t tl = sizeof type;
 		if (R_(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_DGRAM &&
@@ -90,17 +90,13 @@ int listen(int fd, int backlog)
 {
 	GUARD(listen, fd, backlog);
 	struct es_sock *s = es__sock(fd);
-	int cand = s && s->state == ES_CAND;
-	if (cand) {
+	if (s && s->state == ES_CAND) {
 		int e = errno;
-		es__neg_listen(fd, 0);       /* the SYN tells a preloaded client from a plain one */
+		es__neg_listen(fd);          /* the SYN tells a preloaded client from a plain one */
 		es__drop_to_kernel(fd, s);   /* accept() checks each connection itself */
 		errno = e;
 	}
-	int r = R_(listen)(fd, backlog);
-	if (r == 0 && cand)
-		es__neg_listen(fd, 1);
-	return r;
+	return R_(listen)(fd, backlog);
 }
 
 static int accepted(int lfd, int fd, int flags)
@@ -140,8 +136,6 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 
 int close(int fd)
 {
-	if (fd >= 0 && fd < atomic_load(&es__guard_max) && !es__tl_in)
-		es__neg_unlisten(fd);
 	void *o = es__fd_get(fd);
 	if (!o || es__tl_in)
 		return R_(close)(fd);
