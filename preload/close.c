@@ -351,12 +351,14 @@ static void flush_one(int fd, void *o, void *arg)
 /* The kernel frees an AF_PACKET socket only after an RCU grace period
  * (synchronize_net in packet_release and in tearing down its ring: 10-20 ms
  * each here, several per engine), and a process is not reaped until its
- * files are closed: a short-lived client would spend most of its life
- * exiting. At exit a child sharing our memory but with its own copy of the
- * descriptor table takes the last references: it closes every descriptor
- * that is not a packet socket at once (the application's sockets and pipes
- * are not kept open), then the packet sockets, and the process exits without
- * waiting. Only system calls run in the child, on a stack of its own. */
+ * memory and files are gone: a short-lived client would spend most of its
+ * life exiting. At exit a child sharing our memory (the ring is mapped there
+ * and holds its socket too) but with its own copy of the descriptor table
+ * takes the last references: it closes every descriptor that is not a packet
+ * socket at once (the application's sockets and pipes are not kept open),
+ * waits for our exit (a pipe whose other end we close only then, after our
+ * memory is let go), then releases the packet sockets and the memory. Only
+ * system calls run in the child, on a stack of its own. */
 static char handoff_stack[16384] __attribute__((aligned(64)));
 
 struct linux_dirent64 {
@@ -369,7 +371,7 @@ struct linux_dirent64 {
 
 static int handoff(void *arg)
 {
-	(void)arg;
+	int wfd = (int)(intptr_t)arg;     /* read end: EOF once we are the last */
 	char buf[2048];
 	int keep[16], nkeep = 0;
 	int dfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -388,7 +390,7 @@ static int handoff(void *arg)
 				continue;
 			for (; *c >= '0' && *c <= '9'; c++)
 				fd = fd * 10 + (*c - '0');
-			if (fd == dfd)
+			if (fd == dfd || fd == wfd)
 				continue;
 			int dom = 0;
 			socklen_t l = sizeof dom;
@@ -400,6 +402,8 @@ static int handoff(void *arg)
 		}
 	}
 	syscall(SYS_close, dfd);
+	while (syscall(SYS_read, wfd, buf, 1) < 0 && errno == EINTR)
+		;
 	for (int i = 0; i < nkeep; i++)
 		syscall(SYS_close, keep[i]);
 	syscall(SYS_exit, 0);
@@ -411,9 +415,15 @@ static void handoff_device(void)
 	const char *e = getenv("EMP_EXIT_HANDOFF"), *pre = getenv("LD_PRELOAD");
 	if ((e && e[0] == '0') || (pre && strstr(pre, "vgpreload")))
 		return;          /* off, or under valgrind (which runs no clone of this kind) */
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return;
 	/* no signal to the parent when it ends: it is reaped by whoever
-	 * inherits it (init or a subreaper) once we are gone */
-	clone(handoff, handoff_stack + sizeof handoff_stack, CLONE_VM, NULL);
+	 * inherits it (init or a subreaper) once we are gone; p[1] stays open
+	 * here until the kernel closes our files, after our memory */
+	if (clone(handoff, handoff_stack + sizeof handoff_stack, CLONE_VM, (void *)(intptr_t)p[0]) < 0)
+		R_(close)(p[1]);
+	R_(close)(p[0]);
 }
 
 /* at exit: every open EMP connection is closed as by close(); the process
