@@ -11,15 +11,18 @@
  *  - kernel connect (the control connection)          - accept: the saved SYN has no
  *                                                       mark -> kernel TCP, no message
  *                                                     - first use: a UDP socket bound to
- *                                                       its TCP (ip, P), connected to (ip, u)
+ *                                                       its TCP (ip, P), connected to (ip, u);
+ *                                                       control receives posted from any
+ *                                                       endpoint of the client's host
  *                                                       OFFER {ep, conn id, buffers, 4-tuple,
  *            <------------ UDP (P -> u) --------------  skey}, resent every 1..20 ms
  *  - OFFER from (ip, P), in bounds: post receives,
- *    ACCEPT {ep, conn id, buffers, skey, ckey} ------> - ACCEPT with skey: post receives,
- *                                                       HELLO over EMP (carries ckey)
- *  - HELLO with ckey <-------------- EMP ------------
- *    connection is EMP; our HELLO (skey) -----------> - HELLO with skey from the endpoint
- *                                                       ACCEPT named: connection is EMP
+ *    ACCEPT {ep, conn id, buffers, skey, ckey} ------> - ACCEPT with skey: hold the peer
+ *    HELLO (carries skey) ------------- EMP --------> - HELLO with skey from the endpoint
+ *                                                       the ACCEPT named: receives from it,
+ *                                                       connection is EMP
+ *  - HELLO with ckey <-------------- EMP ------------   HELLO (carries ckey)
+ *    connection is EMP
  *
  * Binding to the kernel connection: a datagram's source address is checked by
  * the kernel (both UDP sockets are connected), and only the process holding
@@ -32,9 +35,10 @@
  * bits, every control message all 64, stream.c), so a process or host that
  * did not take part cannot inject into, reset or read a stream by naming its
  * ids. An ACCEPT can still name any endpoint; the server sends that endpoint
- * nothing but its HELLO (which carries the ACCEPT's ckey, so a victim drops
- * it) until a HELLO with skey comes back from it: an endpoint that never
- * proves itself is refused and counted (es__negstats.refused). Every field is
+ * nothing until a HELLO with skey has come from it: an endpoint that never
+ * proves itself is refused and counted (es__negstats.refused), and nothing
+ * was sent to it (no retried message can end a session with a victim's
+ * process either). Every field is
  * checked against bounds (neg.h); a message that fails a check changes
  * nothing and is counted (forged); nothing changes after a side has decided.
  *
@@ -45,7 +49,9 @@
  * falls back after its bound (negclient.c). Commit points: the server commits
  * on the client's HELLO (before its deadline; until then it can still REJECT),
  * the client on the server's HELLO, which EMP delivers reliably because the
- * client posted its receives before sending ACCEPT. Strict mode turns each
+ * client posted its receives before sending ACCEPT. A side that gives up
+ * after its receives were announced keeps them posted for a grace second
+ * (close.c), so a message already on its way lands. Strict mode turns each
  * fallback with a configured peer into an error.
  *
  * Why the server offers: the process that first uses the accepted socket
