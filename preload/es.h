@@ -188,10 +188,12 @@ void es__fd_atfork_child(void);
 /* ---- negotiation (negotiate.c, negclient.c) ---- */
 /* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
 int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);
-/* After the kernel connect was issued: with async (in progress) the process's
- * OFFER responder answers for the socket from now on, whatever the application
- * does; a completed connect is settled at once by its caller. */
-void es__neg_client_start(struct es_sock *s, int async);
+/* After the kernel connect was issued (it picked the port): the UDP twin
+ * takes the same port number; with async (in progress) the process's OFFER
+ * responder answers for the socket from now on, whatever the application
+ * does. 1, or 0 (no side channel: kernel TCP), or -1 (strict mode: refuse). */
+int es__neg_client_start(struct es_sock *s, int async);
+int es__neg_client_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to);
 /* listen(): the listener records each SYN (TCP_SAVE_SYN) so that accept can
  * tell a preloaded client from a plain one */
 void es__neg_listen(int fd);

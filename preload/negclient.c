@@ -295,6 +295,16 @@ static void *responder(void *arg)
 	return NULL;
 }
 
+static int no_side_channel(const struct sockaddr_in *to)
+{
+	if (!es__g.strict)
+		return 0;
+	es__log("connect to %s: no side-channel port for EMP negotiation (strict mode)",
+		inet_ntoa(to->sin_addr));
+	errno = EADDRINUSE;
+	return -1;
+}
+
 int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
 {
 	if (!es__conf() || es__neg_self_and_peer(NULL, to, ntohs(to->sin_port)) < 0)
@@ -315,59 +325,48 @@ int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
 	socklen_t l = sizeof a;
 	if (R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
 		return 0;
-	socklen_t alen = l;
-	in_port_t *aport = a.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&a)->sin6_port
-						   : &((struct sockaddr_in *)&a)->sin_port;
-	/* The TCP port first: bind(port 0) makes the kernel pick one no socket
-	 * uses (a port held in TIME_WAIT would make bind or connect fail), then
-	 * the UDP socket takes the same number; a UDP port in use means kernel
-	 * TCP for this connection (its SYN is not marked). */
-	int udp = -1;
-	if (!*aport) {
-		l = sizeof a;
-		if (R_(bind)(s->kfd, (struct sockaddr *)&a, alen) < 0 ||
-		    R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
-			*aport = 0;
-	}
-	if (*aport)
-		udp = es__neg_udp_socket();
-	struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = *aport };
-	if (udp >= 0 && R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0) {
-		R_(close)(udp);
-		udp = -1;
-	}
+	in_port_t aport = a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
+						  : ((struct sockaddr_in *)&a)->sin_port;
+	/* The UDP twin takes the TCP port's number: the program's own port now,
+	 * else the one the kernel picks at connect (es__neg_client_bind; connect
+	 * picks it the way it does for any connection: ports held in TIME_WAIT
+	 * toward other servers are shared, which bind(0) would not do). */
 	int mark = NEG_TTL_MARK;
-	if (udp >= 0 && (R_(connect)(udp, (const struct sockaddr *)to, sizeof *to) < 0 ||
-			 R_(setsockopt)(s->kfd, IPPROTO_IP, IP_TTL, &mark, sizeof mark) < 0)) {
-		R_(close)(udp);
-		udp = -1;
+	if ((aport && es__neg_client_bind(s, aport, to) < 0) ||
+	    R_(setsockopt)(s->kfd, IPPROTO_IP, IP_TTL, &mark, sizeof mark) < 0) {
+		es__neg_close_udp(s);
+		return no_side_channel(to);
 	}
-	if (udp < 0) {
-		if (es__g.strict) {
-			es__log("connect to %s: no side-channel port for EMP negotiation (strict mode)",
-				inet_ntoa(to->sin_addr));
-			errno = EADDRINUSE;
-			return -1;
-		}
-		return 0;
-	}
-	s->udp = udp;
 	s->remote = *to;
 	s->ng.t0 = es__now_ns();
 	s->ng.st = NG_WAIT;
 	return 1;
 }
 
-void es__neg_client_start(struct es_sock *s, int async)
+int es__neg_client_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to)
 {
-	if (s->udp < 0)
-		return;
-	es__neg_name_in(s->kfd, 0, &s->local);
+	int udp = es__neg_udp_socket();
+	struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = port };
+	if (udp >= 0 && (R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0 ||
+			 R_(connect)(udp, (const struct sockaddr *)to, sizeof *to) < 0)) {
+		R_(close)(udp);
+		udp = -1;
+	}
+	s->udp = udp;
+	return udp < 0 ? -1 : 0;
+}
+
+int es__neg_client_start(struct es_sock *s, int async)
+{
+	if (es__neg_name_in(s->kfd, 0, &s->local) < 0 || !s->local.sin_port ||
+	    (s->udp < 0 && es__neg_client_bind(s, s->local.sin_port, &s->remote) < 0))
+		return no_side_channel(&s->remote) < 0 ? -1 : 0;
 	if (!async)
-		return;   /* settled at once by connect() */
+		return 1;   /* settled at once by connect() */
 	pthread_mutex_lock(&neg_lock);
 	reg_add(s);
 	pthread_mutex_unlock(&neg_lock);
+	return 1;
 }
 
 void es__neg_forget(struct es_sock *s)

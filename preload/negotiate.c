@@ -353,14 +353,18 @@ static int neg_server(struct es_sock *s)
 		return es__neg_fallback(s, "cannot set up EMP (descriptors?)");
 	struct neg_msg o, m, acc;
 	es__neg_fill(&o, N_OFFER, s);
-	int64_t dl = es__now_ns() + es__g.neg_ms * 1000000ll, next = 0, gap = 1000000;
+	int64_t t0 = es__now_ns(), dl = t0 + es__g.neg_ms * 1000000ll, next = 0, gap = 1000000;
 	int accepted = 0;
+	/* A marked client binds its UDP twin right after its kernel connect
+	 * picked the port: an OFFER can beat it (ICMP). For a short while that
+	 * means "not yet" (the OFFER goes again soon), after it "plain". */
+	int64_t icmp_grace = s->ng.mark == MARK_EMP ? t0 + 20000000ll : t0;
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
 		int64_t now = es__now_ns();
+		int refused = 0;
 		if (!accepted && now >= next) {
-			if (R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
-				return es__neg_fallback(s, "client host refused the offer (plain program)");
+			refused = R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED;
 			next = now + gap;
 			if (gap < 20000000)
 				gap *= 2;
@@ -368,10 +372,10 @@ static int neg_server(struct es_sock *s)
 		for (;;) {
 			ssize_t n = R_(recv)(udp, &m, sizeof m, MSG_DONTWAIT);
 			if (n < 0) {
-				if (errno == ECONNREFUSED && !accepted)
-					return es__neg_fallback(s, "client host refused the offer (plain program)");
-				if (errno == ECONNREFUSED)
+				if (errno == ECONNREFUSED) {
+					refused |= !accepted;
 					continue;
+				}
 				break;
 			}
 			if (!es__neg_valid(&m, n, s) || m.skey != s->ng.skey) {
@@ -394,6 +398,12 @@ static int neg_server(struct es_sock *s)
 			acc = m;
 			s->ng.ckey = m.ckey;
 			accepted = 1;
+		}
+		if (refused && now >= icmp_grace)
+			return es__neg_fallback(s, "client host refused the offer (plain program)");
+		if (refused) {                   /* not bound yet: again soon */
+			next = now + 200000;
+			gap = 1000000;
 		}
 		if (accepted && es__conn_hello_seen(s)) {
 			if (es__conn_hello_ep(s) != ntohs(acc.ep)) {

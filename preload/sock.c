@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <string.h>
@@ -47,10 +48,43 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		es__drop_to_kernel(fd, s);
 		return R_(connect)(fd, sa, len);
 	}
+	/* A blocking connect runs non-blocking here and is waited for below: the
+	 * UDP twin must hold the port the kernel picks before the server can
+	 * answer, i.e. before the SYN comes back. */
+	int e0 = errno, fl = R_(fcntl)(fd, F_GETFL), blocking = fl >= 0 && !(fl & O_NONBLOCK);
+	if (blocking && R_(fcntl)(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		blocking = 0;
 	int r = R_(connect)(fd, sa, len);
-	int e = errno;
+	int e = errno, st = 0;
 	if (r == 0 || e == EINPROGRESS || e == EINTR || e == EALREADY)
-		es__neg_client_start(s, r != 0);   /* in progress: OFFERs are answered from now on */
+		st = es__neg_client_start(s, !blocking && r != 0);   /* in progress: OFFERs are answered from now on */
+	if (blocking && r < 0 && e == EINPROGRESS) {   /* wait as connect would have */
+		struct pollfd p = { fd, POLLOUT, 0 };
+		int ms = s->sndtimeo_ns ? (int)((s->sndtimeo_ns + 999999) / 1000000) : -1;
+		int n = R_(poll)(&p, 1, ms);
+		if (n > 0) {
+			socklen_t el = sizeof e;
+			if (R_(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+				e = errno;
+			r = e ? -1 : 0;
+			if (!e)
+				e = EINPROGRESS;
+		} else {
+			e = n == 0 ? EINPROGRESS : errno;   /* SO_SNDTIMEO, or EINTR: it goes on */
+		}
+	}
+	if (blocking)
+		R_(fcntl)(fd, F_SETFL, fl);
+	if (st < 0) {            /* strict mode: no side channel */
+		es__fail_strict(s, ECONNREFUSED, "no side channel");
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	if (st == 0 && (r == 0 || e == EINPROGRESS || e == EINTR || e == EALREADY)) {
+		es__drop_to_kernel(fd, s);      /* no side channel: kernel TCP */
+		errno = r == 0 ? e0 : e;
+		return r;
+	}
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
@@ -58,7 +92,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 			errno = ECONNREFUSED;
 			return -1;
 		}
-		errno = e;
+		errno = e0;
 		return 0;
 	}
 	if (e == EINPROGRESS || e == EINTR || e == EALREADY) {
