@@ -1,9 +1,11 @@
 /* negclient.c: the client side of negotiation: the process's OFFER responder (every pending client socket is answered whenever its OFFER arrives), the known-EMP-server table, settling a client socket. */
 /*
- * Every client socket that may use EMP gets, before its kernel connect, a UDP
- * socket bound to its TCP port and connected to the server's (ip, port): the
- * kernel delivers nothing else to it, so an OFFER comes from the process that
- * holds the server's TCP port (negotiate.c). Its SYN carries the EMP mark.
+ * Every client socket that may use EMP marks its SYN (IP TTL) and gets, right
+ * after its kernel connect picked the port (a blocking connect runs
+ * non-blocking inside, then waits as the kernel would), a UDP socket bound to
+ * that port and connected to the server's (ip, port): the kernel delivers
+ * nothing else to it, so an OFFER comes from the process that holds the
+ * server's TCP port (negotiate.c).
  * A blocking connect settles at once; a non-blocking one is registered here
  * (es__neg_client_start) until it is decided or closed, and a background
  * thread, the responder (started with the first registration in each

@@ -4,11 +4,11 @@
  * the peer *application* to speak):
  *
  *  client (connect)                                   server (accept + first use)
- *  - before the kernel connect: a UDP socket bound
- *    to the client's TCP port u and connected to the
- *    server's (ip, port) P; the SYN carries the EMP
- *    mark (IP TTL NEG_TTL_MARK)
- *  - kernel connect (the control connection)          - accept: the saved SYN has no
+ *  - kernel connect (the control connection); its
+ *    SYN carries the EMP mark (IP TTL NEG_TTL_MARK);
+ *    at once a UDP socket bound to the TCP port u it
+ *    took, connected to the server's (ip, port) P
+ *                                                     - accept: the saved SYN has no
  *                                                       mark -> kernel TCP, no message
  *                                                     - first use: a UDP socket bound to
  *                                                       its TCP (ip, P), connected to (ip, u);
@@ -26,8 +26,8 @@
  *
  * Binding to the kernel connection: a datagram's source address is checked by
  * the kernel (both UDP sockets are connected), and only the process holding
- * the client's TCP port u holds UDP u (bound right after the TCP socket took
- * u, without SO_REUSEADDR), and only the server's processes (SO_REUSEPORT:
+ * the client's TCP port u holds UDP u (bound right after its connect took u,
+ * without SO_REUSEADDR), and only the server's processes (SO_REUSEPORT:
  * same user) hold UDP P on the server's address: each connection's socket,
  * and a guard kept from the first negotiation on (neglisten.c). Keys come from
  * getrandom: skey ties ACCEPT and REJECT to the OFFER, and the EMP stream is
@@ -56,8 +56,9 @@
  *
  * Why the server offers: the process that first uses the accepted socket
  * negotiates, so fork-after-listen and accept-then-fork servers use the
- * endpoint of the process that does the I/O; and the client's socket exists
- * before the SYN leaves, so no OFFER can race it.
+ * endpoint of the process that does the I/O; and the client's UDP twin
+ * exists before the server can have accepted (an OFFER that still beats it
+ * draws ICMP, and a marked client's OFFER goes again for 20 ms).
  */
 #include <arpa/inet.h>
 #include <errno.h>
