@@ -101,3 +101,19 @@ int es__conn_bind_ep(struct es_sock *s, uint16_t pep)
 
 uint16_t es__conn_hello_ep(struct es_sock *s) { return s->c ? s->c->hello_ep : EMP_ANY_EP; }
 
+
+/* The client's HELLO failed before the server's came: the engine's session
+ * with that server process ended under it (the server restarted: its new
+ * life answered STALE to our old session). Nothing else of the connection
+ * has been sent, so the HELLO goes again, in the engine's new session. */
+int es__conn_hello_again(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	if (!c || !c->err || !c->hello_sent || c->hello_seen || c->cbusy)
+		return 0;
+	es__dbg("conn %u: our HELLO failed (the server restarted?): sent again", c->lid);
+	c->err = 0;
+	c->err_told = 0;
+	c->hello_sent = 0;
+	return es__conn_send_hello(s) == 0;
+}

@@ -122,6 +122,7 @@ struct es_negst {
 	uint32_t lid;                    /* server: our connection id named in the OFFER */
 	uint16_t peer_ep;                /* client: the server endpoint of the OFFER we answered */
 	uint32_t peer_lid, peer_bufs, peer_bufsz;
+	int hello_tries;                 /* client: HELLOs sent again (es__conn_hello_again) */
 };
 
 struct es_sock {
@@ -227,6 +228,8 @@ int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep, uin
 /* peer_ep was EMP_ANY_EP (only control receives posted): now it is known */
 int es__conn_bind_ep(struct es_sock *s, uint16_t peer_ep);
 uint16_t es__conn_hello_ep(struct es_sock *s);
+/* client: our HELLO failed before the server's came; 1 if it went again (lock held) */
+int es__conn_hello_again(struct es_sock *s);
 uint32_t es__conn_new_lid(void);              /* random, unused in this process */
 /* 0, or -1 (connection error set) when the send slots or their engine
  * descriptors cannot be had: the negotiation must then decline EMP. */

@@ -411,6 +411,11 @@ int es__negc_settle(struct es_sock *s)
 		service(s);
 		if (s->ng.st == NG_ACCEPTED) {
 			emp = es__conn_hello_seen(s);
+			if (!emp && s->ng.hello_tries < 4) {
+				es__sock_lock(s);
+				s->ng.hello_tries += es__conn_hello_again(s);
+				es__sock_unlock(s);
+			}
 			until = s->ng.t_offer + bound_ns(1) + 200000000ll;
 			if (!emp && now >= until)
 				why = "server did not confirm EMP";
