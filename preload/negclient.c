@@ -345,11 +345,15 @@ int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
 	return 1;
 }
 
+/* The kernel gives one local port to connections toward different servers,
+ * so twins of one port may coexist (SO_REUSEPORT, each connected to its own
+ * server); another user cannot bind it (SO_REUSEPORT wants the same user). */
 int es__neg_client_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to)
 {
-	int udp = es__neg_udp_socket();
+	int udp = es__neg_udp_socket(), one = 1;
 	struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = port };
-	if (udp >= 0 && (R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0 ||
+	if (udp >= 0 && (R_(setsockopt)(udp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+			 R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0 ||
 			 R_(connect)(udp, (const struct sockaddr *)to, sizeof *to) < 0)) {
 		R_(close)(udp);
 		udp = -1;

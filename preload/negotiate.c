@@ -25,10 +25,11 @@
  *    connection is EMP
  *
  * Binding to the kernel connection: a datagram's source address is checked by
- * the kernel (both UDP sockets are connected), and only the process holding
- * the client's TCP port u holds UDP u (bound right after its connect took u,
- * without SO_REUSEADDR), and only the server's processes (SO_REUSEPORT:
- * same user) hold UDP P on the server's address: each connection's socket,
+ * the kernel (both UDP sockets are connected), and only the client's user
+ * holds UDP u (bound right after its connect took u, with SO_REUSEPORT, which
+ * another user cannot join: the kernel gives one port to connections toward
+ * different servers), and only the server's processes (SO_REUSEPORT: same
+ * user) hold UDP P on the server's address: each connection's socket,
  * and a guard kept from the first negotiation on (neglisten.c). Keys come from
  * getrandom: skey ties ACCEPT and REJECT to the OFFER, and the EMP stream is
  * bound to both keys (every data message carries the receiver's key's low 32
