@@ -139,6 +139,7 @@ static void post_send(struct emp_fw *fw, int32_t r, uint64_t now)
 		emp__complete(fw, r, -EMP_ENOBUFS);
 		return;
 	}
+	emp__peer_fresh(fw, p, now);
 	x->kind = REC_SEND_QUEUED;
 	x->peer = p;
 	x->len = d->len;

@@ -51,7 +51,7 @@ static void layout(const struct emp_fw_config *c, struct layout *l)
 	size_t off = 0;
 	l->fw = off;      off = ALIGN(off + sizeof(struct emp_fw));
 	l->rec = off;     off = ALIGN(off + sizeof(struct rec) * c->ndesc);
-	l->peer = off;    off = ALIGN(off + sizeof(struct peer) * c->max_peers);
+	l->peer = off;    off = ALIGN(off + sizeof(struct peer) * (c->max_peers + 1));   /* + scratch (peer.c) */
 	l->phash = off;   off = ALIGN(off + sizeof(int32_t) * pow2_at_least(c->max_peers * 2));
 	l->mhash = off;   off = ALIGN(off + sizeof(int32_t) * pow2_at_least(c->nhosts * 2 + 2));
 	l->macs = off;    off = ALIGN(off + 6 * (size_t)c->nhosts);
@@ -330,9 +330,12 @@ uint64_t emp__fw_mtu_mismatches(const struct emp_fw *fw, uint32_t *mtu)
 
 uint32_t emp__fw_peers(const struct emp_fw *fw, struct emp_peer_info *out, uint32_t max)
 {
-	for (uint32_t i = 0; i < fw->npeers && i < max; i++) {
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < fw->npeers && n < max; i++) {
 		const struct peer *pe = &fw->peer[i];
-		struct emp_peer_info *o = &out[i];
+		if (!pe->used)
+			continue;
+		struct emp_peer_info *o = &out[n++];
 		o->host = pe->host;
 		o->ep = pe->ep;
 		o->tx_state = pe->tx_state;
@@ -349,13 +352,13 @@ uint32_t emp__fw_peers(const struct emp_fw *fw, struct emp_peer_info *out, uint3
 		o->rx_bytes = pe->rx_bytes;
 		o->retransmits = pe->retransmits;
 	}
-	return fw->npeers;
+	return fw->npeers_live;
 }
 
 void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records)
 {
 	if (peers)
-		*peers = fw->npeers;
+		*peers = fw->npeers_live;
 	if (records)
 		*records = fw->nrecs;
 }

@@ -111,6 +111,8 @@ struct emp_fw_config {
 				   * up and its receive posted again (0: retries * rto_max, when a live
 				   * sender has given up too); it also must arrive at an average of one
 				   * frame per recv_idle_ns / 1024 (expire.c) */
+	uint8_t  hello_needs_hold; /* a HELLO creates no peer the host does not hold (emp__fw_peer_hold):
+				    * sessions start only where the host's own handshake agreed */
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c);
@@ -141,6 +143,7 @@ struct emp_counters {
 	uint64_t fc_stalls;
 	uint64_t recv_expired;      /* partly received messages given up (their receives posted again) */
 	uint64_t replies_limited;   /* STALE / HELLO_ACK replies not sent: over the rate limit */
+	uint64_t peers_reclaimed;    /* idle or dead peers whose slot went to another */
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
@@ -198,6 +201,13 @@ struct emp_peer_info {
 uint32_t emp__fw_peers(const struct emp_fw *fw, struct emp_peer_info *out, uint32_t max);
 /* In-flight memory in use: live transfer records and peers. */
 void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records);
+/* The host layer starts (delta +1) or stops (-1) using the peer (host, ep):
+ * a held peer is never reclaimed, and with hello_needs_hold only a held peer
+ * may start a session with a HELLO. Taking the first hold of a peer idle for
+ * EMP_PEER_FRESH_NS restarts our session toward it. 0, or -EMP_ENOBUFS when
+ * the table is full of peers in use. */
+int emp__fw_peer_hold(struct emp_fw *fw, uint16_t host, uint16_t ep, int delta, uint64_t now);
+void emp__fw_set_hello_needs_hold(struct emp_fw *fw, int on);
 
 uint32_t emp__crc32c(uint32_t crc, const void *p, uint64_t len);
 

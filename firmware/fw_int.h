@@ -11,6 +11,14 @@
 #define TXB_MAX 64                  /* frames per tx batch */
 #define RXB_MAX 32                  /* frames per rx burst */
 #define HDRBUF 80                   /* room for Ethernet + EMP headers (+ a piggybacked ack) */
+/* A peer that no host layer holds, with nothing in flight, may be reclaimed
+ * for another once this long has passed without a frame either way. Our own
+ * session toward a peer restarts (HELLO) when we start sending after this
+ * long without a frame, since the peer may have reclaimed its state of us:
+ * FRESH is well below IDLE, so a peer never reclaims a session we still use
+ * without a HELLO. */
+#define EMP_PEER_IDLE_NS  2000000000ull
+#define EMP_PEER_FRESH_NS 1000000000ull
 
 enum peer_tx_state {
 	PTX_NEW = 0,                /* no session: HELLO needed before data */
@@ -35,6 +43,7 @@ struct peer {
 	uint32_t tx_remote_inc;     /* their incarnation, as we address them */
 	uint16_t tx_session;        /* our session toward them */
 	uint16_t rx_session;        /* their session toward us */
+	uint32_t tx_nonce, rx_nonce; /* the sessions' HELLO nonces (peer.c) */
 	uint32_t rx_remote_inc;     /* their incarnation, as we accept them */
 	uint32_t next_msg_id;       /* next id we assign */
 	uint32_t match_next;        /* lowest id of theirs not yet matched */
@@ -67,6 +76,8 @@ struct peer {
 	uint8_t rx_dead_n;
 	int32_t hnext;              /* hash chain */
 	int32_t anext, aprev;       /* active-peer list */
+	uint64_t last_act;          /* last frame to or from this peer (fw->now) */
+	uint32_t holds;             /* host layer's references (emp__fw_peer_hold) */
 };
 
 /* Per-message transfer record, one per descriptor slot. */
@@ -117,7 +128,9 @@ struct emp_fw {
 	uint32_t posted_recvs;
 	uint32_t norecv_peers;      /* peers with norecv_pending */
 	uint32_t acks_owed;         /* receive records with ack_owed */
-	uint32_t npeers, nrecs;
+	uint32_t npeers, nrecs;     /* npeers: table slots ever used (index bound) */
+	uint32_t npeers_live;       /* slots in use now */
+	uint32_t hello_seq;         /* sessions opened (session nonces) */
 	int32_t alist;              /* first active peer, circular via anext */
 	uint64_t next_deadline;
 	uint64_t next_fine;          /* earliest of the short timers only (delayed and held acks) */
@@ -173,8 +186,12 @@ void emp__complete(struct emp_fw *fw, int32_t r, int64_t result);
 void emp__arm(struct emp_fw *fw, uint64_t deadline);
 void emp__arm_fine(struct emp_fw *fw, uint64_t deadline);
 int emp__host_by_mac(const struct emp_fw *fw, const uint8_t *mac);
-/* peer.c: per-host state, sessions, incarnations */
+/* peer.c: per-host state, sessions, incarnations, reclaiming */
 int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create);
+/* a frame went to or came from p */
+static inline void emp__peer_touch(struct emp_fw *fw, int32_t p) { fw->peer[p].last_act = fw->now; }
+/* before a send is queued to p: a session idle for EMP_PEER_FRESH_NS starts over */
+void emp__peer_fresh(struct emp_fw *fw, int32_t p, uint64_t now);
 void emp__peer_activate(struct emp_fw *fw, int32_t p);
 void emp__peer_fail_sends(struct emp_fw *fw, int32_t p, int64_t err);
 void emp__peer_fail_recvs(struct emp_fw *fw, int32_t p, int64_t err);

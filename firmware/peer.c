@@ -6,15 +6,58 @@ static uint32_t phash(uint16_t host, uint16_t ep)
 	return (((uint32_t)host << 16) | ep) * 2654435761u;
 }
 
+/* A peer nobody uses any more: no host hold, nothing queued, in flight or
+ * half received, no session being opened, no frame for EMP_PEER_IDLE_NS. */
+static int reclaimable(const struct emp_fw *fw, const struct peer *pe)
+{
+	return pe->used && !pe->holds && !pe->on_alist && pe->txq.head == NIL && pe->act.head == NIL &&
+	       pe->rxa.head == NIL && !pe->norecv_pending && pe->tx_state != PTX_HELLO &&
+	       fw->now - pe->last_act >= EMP_PEER_IDLE_NS;
+}
+
+static void unhash(struct emp_fw *fw, int32_t p)
+{
+	struct peer *pe = &fw->peer[p];
+	int32_t *pp = &fw->phash[phash(pe->host, pe->ep) & fw->phash_mask];
+	while (*pp != NIL && *pp != p)
+		pp = &fw->peer[*pp].hnext;
+	if (*pp == p)
+		*pp = pe->hnext;
+}
+
+/* A table slot: a never used one, or the least recently active reclaimable
+ * peer's (only when the table is full: a peer's session and round-trip
+ * estimate are worth keeping while there is room). */
+static int32_t slot_get(struct emp_fw *fw)
+{
+	if (fw->npeers < fw->cfg.max_peers)
+		return (int32_t)fw->npeers++;
+	int32_t best = NIL;
+	for (uint32_t i = 0; i < fw->npeers; i++)
+		if (reclaimable(fw, &fw->peer[i]) &&
+		    (best == NIL || fw->peer[i].last_act < fw->peer[best].last_act))
+			best = (int32_t)i;
+	if (best == NIL)
+		return NIL;
+	unhash(fw, best);
+	fw->peer[best].used = 0;
+	fw->npeers_live--;
+	fw->ctr.peers_reclaimed++;
+	return best;
+}
+
 int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create)
 {
 	uint32_t h = phash(host, ep) & fw->phash_mask;
 	for (int32_t p = fw->phash[h]; p != NIL; p = fw->peer[p].hnext)
 		if (fw->peer[p].host == host && fw->peer[p].ep == ep)
 			return p;
-	if (!create || fw->npeers >= fw->cfg.max_peers)
+	if (!create)
 		return NIL;
-	int32_t p = (int32_t)fw->npeers++;
+	int32_t p = slot_get(fw);
+	if (p == NIL)
+		return NIL;
+	fw->npeers_live++;
 	struct peer *pe = &fw->peer[p];
 	memset(pe, 0, sizeof(*pe));
 	pe->used = 1;
@@ -22,7 +65,9 @@ int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create)
 	pe->ep = ep;
 	pe->tx_state = PTX_NEW;
 	/* sessions start from a value derived from our incarnation, so that a
-	 * restarted endpoint does not reuse its previous life's session numbers */
+	 * restarted endpoint does not reuse its previous life's session numbers
+	 * (a peer reclaimed and met again may see a number again: the HELLO's
+	 * nonce tells the sessions apart) */
 	pe->tx_session = (uint16_t)(fw->cfg.incarnation ^ (fw->cfg.incarnation >> 16) ^ (uint32_t)p);
 	pe->next_msg_id = 1;
 	pe->match_next = 1;
@@ -30,6 +75,7 @@ int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create)
 	pe->credits = 0xffff;
 	pe->hello_rto = fw->cfg.rto_ns;
 	pe->rto = fw->cfg.rto_ns;
+	pe->last_act = fw->now;
 	pe->txq.head = pe->txq.tail = NIL;
 	pe->txs.head = pe->txs.tail = NIL;
 	pe->act.head = pe->act.tail = NIL;
@@ -38,6 +84,38 @@ int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create)
 	pe->hnext = fw->phash[h];
 	fw->phash[h] = p;
 	return p;
+}
+
+/* A held peer keeps its state at both ends (the host layer above holds it
+ * there too while its connection lasts), so only an unheld one can have
+ * been forgotten by the other side. */
+void emp__peer_fresh(struct emp_fw *fw, int32_t p, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	if (!pe->holds && pe->tx_state == PTX_UP && pe->txq.head == NIL && pe->act.head == NIL &&
+	    now - pe->last_act >= EMP_PEER_FRESH_NS)
+		pe->tx_state = PTX_NEW;          /* the next send opens a new session */
+}
+
+int emp__fw_peer_hold(struct emp_fw *fw, uint16_t host, uint16_t ep, int delta, uint64_t now)
+{
+	fw->now = now;
+	int32_t p = emp__peer_get(fw, host, ep, delta > 0);
+	if (p == NIL)
+		return delta > 0 ? -EMP_ENOBUFS : 0;
+	struct peer *pe = &fw->peer[p];
+	if (delta > 0) {
+		emp__peer_fresh(fw, p, now);     /* before the hold: only unheld peers restart */
+		pe->holds++;
+	} else if (pe->holds) {
+		pe->holds--;
+	}
+	return 0;
+}
+
+void emp__fw_set_hello_needs_hold(struct emp_fw *fw, int on)
+{
+	fw->cfg.hello_needs_hold = !!on;
 }
 
 /* Put a peer on the circular active list (it has records to look after). */
@@ -94,13 +172,27 @@ void emp__peer_fail_recvs(struct emp_fw *fw, int32_t p, int64_t err)
 	}
 }
 
-static void send_hello(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t session)
+static void send_hello(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t session, uint32_t nonce)
 {
 	uint8_t *b = emp__tx_slot(fw, p, type, 0, 0, session, EMP_HELLO_HDR_LEN);
 	if (!b)
 		return;
 	put32(b, fw->cfg.mtu);
-	put32(b + 4, 0);
+	put32(b + 4, nonce);
+}
+
+/* A session's nonce: unpredictable from outside (the incarnation is random)
+ * and never repeated by this endpoint, so a session number reused toward a
+ * peer we forgot and met again still opens a new session there. */
+static uint32_t session_nonce(struct emp_fw *fw)
+{
+	uint32_t x = fw->cfg.incarnation ^ (++fw->hello_seq * 0x9e3779b9u);
+	x ^= x >> 16;
+	x *= 0x85ebca6bu;
+	x ^= x >> 13;
+	x *= 0xc2b2ae35u;
+	x ^= x >> 16;
+	return x ? x : 1;
 }
 
 void emp__peer_send_hello(struct emp_fw *fw, int32_t p, uint64_t now)
@@ -109,12 +201,13 @@ void emp__peer_send_hello(struct emp_fw *fw, int32_t p, uint64_t now)
 	if (pe->tx_state == PTX_NEW) {
 		pe->tx_state = PTX_HELLO;
 		pe->tx_session++;
+		pe->tx_nonce = session_nonce(fw);
 		pe->hello_tries = 0;
 		pe->hello_rto = fw->cfg.rto_ns;
 		pe->next_msg_id = 1;
 	}
 	fw->ctr.hellos++;
-	send_hello(fw, p, EMP_T_HELLO, pe->tx_session);
+	send_hello(fw, p, EMP_T_HELLO, pe->tx_session, pe->tx_nonce);
 	pe->hello_deadline = now + pe->hello_rto;
 	emp__arm(fw, pe->hello_deadline);
 }
@@ -163,21 +256,25 @@ void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t n
 		emp__drop(fw, EMP_DROP_STALE);
 		return;
 	}
+	uint32_t nonce = get32(h->body + 4);
 	if (!pe->rx_known) {
 		pe->rx_known = 1;
 		pe->rx_remote_inc = h->src_inc;
 		pe->rx_session = h->session;
+		pe->rx_nonce = nonce;
 		pe->match_next = 1;
 		pe->matched = 0;
-	} else if (pe->rx_session != h->session) {
-		/* same life, new session (the peer gave up on us and starts over) */
+	} else if (pe->rx_session != h->session || pe->rx_nonce != nonce) {
+		/* same life, new session (the peer gave up on us, or forgot us, and
+		 * starts over); a repeated HELLO of the current session changes nothing */
 		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
 		pe->rx_session = h->session;
+		pe->rx_nonce = nonce;
 		pe->match_next = 1;
 		pe->matched = 0;
 	}
 	if (emp__reply_ok(fw, p, now))           /* forged HELLOs draw no flood (limit.c) */
-		send_hello(fw, p, EMP_T_HELLO_ACK, h->session);
+		send_hello(fw, p, EMP_T_HELLO_ACK, h->session, nonce);
 	/* a queued send toward a peer we just learned about: start its session too */
 	if (pe->tx_state == PTX_HELLO && pe->hello_tries > 0)
 		emp__peer_send_hello(fw, p, now);
@@ -239,17 +336,21 @@ void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
 	}
 }
 
-/* Answer a frame that named an incarnation of ours that is gone. */
+/* Answer a frame that named an incarnation of ours that is gone. A sender
+ * we keep no state for is addressed through the scratch slot after the table
+ * (engine.c reserves it): such a frame allocates nothing. */
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h)
 {
 	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
 	if (!emp__reply_ok(fw, p, fw->now))      /* forged frames draw no flood (limit.c) */
 		return;
 	if (p == NIL) {
-		p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 1);
-		if (p == NIL)
-			return;
-		fw->peer[p].reply_at = fw->now ? fw->now : 1;
+		p = (int32_t)fw->cfg.max_peers;
+		struct peer *pe = &fw->peer[p];
+		memset(pe, 0, sizeof(*pe));
+		pe->host = (uint16_t)h->host;
+		pe->ep = h->src_ep;
+		pe->anext = pe->aprev = pe->hnext = NIL;
 	}
 	fw->ctr.stale_sent++;
 	uint8_t *b = emp__tx_slot(fw, p, EMP_T_STALE, 0, 0, 0, EMP_STALE_HDR_LEN);

@@ -53,7 +53,10 @@
  *
  *  HELLO / HELLO_ACK (8 bytes): session setup, MTU exchange
  *   28  4   mtu       sender's device MTU
- *   32  4   rsvd
+ *   32  4   nonce     HELLO: new per session, never repeated by the sender's
+ *                     life, so that a session number reused toward a peer
+ *                     that forgot us (reclaimed) still opens a new session;
+ *                     HELLO_ACK: the HELLO's nonce (0: sent by an older engine)
  *
  *  STALE (4 bytes): "your frame named an incarnation I no longer have";
  *   the common header carries the current incarnation in src_inc.

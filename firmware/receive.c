@@ -132,6 +132,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		return;
 	}
 	emp__fc_update(fw, pe, h->credits);
+	emp__peer_touch(fw, p);
 	pe->rx_frames++;
 	pe->rx_bytes += h->len;
 	int32_t r = find(fw, &pe->rxa, h->msg_id);
@@ -356,22 +357,29 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 			emp__send_stale(fw, &h);
 			emp__drop(fw, EMP_DROP_STALE);
 		} else {
+			emp__peer_touch(fw, p);
 			emp__rx_ack(fw, &h, p, now);
 		}
 		break;
 	case EMP_T_HELLO:
-		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 1);
-		if (p == NIL)
-			emp__drop(fw, EMP_DROP_NO_PEER_SLOT);
-		else
+		/* with hello_needs_hold a HELLO creates no state: the host made the
+		 * peer when its own handshake agreed (emp__fw_peer_hold) */
+		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, !fw->cfg.hello_needs_hold);
+		if (p == NIL) {
+			emp__drop(fw, fw->cfg.hello_needs_hold ? EMP_DROP_NO_SESSION : EMP_DROP_NO_PEER_SLOT);
+		} else {
+			emp__peer_touch(fw, p);
 			emp__rx_hello(fw, &h, p, now);
+		}
 		break;
 	case EMP_T_HELLO_ACK:
 		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 0);
-		if (p == NIL)
+		if (p == NIL) {
 			emp__drop(fw, EMP_DROP_STALE);
-		else
+		} else {
+			emp__peer_touch(fw, p);
 			emp__rx_hello_ack(fw, &h, p, now);
+		}
 		break;
 	case EMP_T_STALE:
 		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 0);

@@ -8,7 +8,8 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 {
 	if (fw->txn == TXB_MAX)
 		emp__tx_flush(fw);
-	const struct peer *pe = &fw->peer[p];
+	struct peer *pe = &fw->peer[p];
+	pe->last_act = fw->now;
 	unsigned i = fw->txn++;
 	uint8_t *b = fw->txhdr[i];
 	memcpy(b, fw->host_mac[pe->host], 6);

@@ -84,6 +84,11 @@ int emp_wait_any(emp_endpoint_t *ep, emp_req_t **reqs, int n, struct emp_status 
 /* Cancel an unmatched receive or unstarted send: it completes with -ECANCELED.
  * -EBUSY if the transfer already started. */
 int emp_cancel(emp_endpoint_t *ep, emp_req_t *req);
+/* The same for n requests with one look at the engine (a connection's
+ * receives): requests not posted are skipped; returns how many started,
+ * or how many are now cancelled (done with -ECANCELED, not yet reaped). */
+int emp_start_many(emp_endpoint_t *ep, emp_req_t **reqs, int n);
+int emp_cancel_many(emp_endpoint_t *ep, emp_req_t **reqs, int n);
 
 /* Persistent requests: filled once, started many times; emp_test/emp_wait
  * leave them allocated; emp_req_free releases one that is not in flight. */
@@ -152,8 +157,21 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w);
  * latest about 0.2-1 ms later from the progress thread. An event loop turns it
  * on when it returns events and its next wait sends every reply in one batch. */
 void emp_defer(emp_endpoint_t *ep, int on);
-/* Send what was deferred (a no-op without deferred posts). */
+/* Drive the engine now and send everything it holds: deferred posts, and an
+ * ack that waits for a reply (before a process that keeps the endpoint exits). */
 void emp_flush(emp_endpoint_t *ep);
+
+/* Peers (remote endpoints) the engine keeps a session with. A layer with
+ * connections of its own holds the peer while one uses it: a held peer is
+ * never reclaimed; an unheld one with nothing in flight may be, after it has
+ * been idle for a while, when the table is full (a new session starts with
+ * the next message either way). emp_peer_hold: 0, or -ENOBUFS when the table
+ * is full of peers in use. emp_peer_policy(ep, 1): a HELLO from a peer nobody
+ * holds starts no session and allocates nothing (for layers whose own
+ * handshake decides who may talk; default 0: anyone in the route table). */
+int emp_peer_hold(emp_endpoint_t *ep, emp_addr_t peer);
+void emp_peer_release(emp_endpoint_t *ep, emp_addr_t peer);
+void emp_peer_policy(emp_endpoint_t *ep, int hello_needs_hold);
 
 struct emp_counters;
 int emp_get_counters(emp_endpoint_t *ep, struct emp_counters *c);

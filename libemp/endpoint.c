@@ -92,13 +92,12 @@ static int poll_locked(struct emp_endpoint *ep, int hold, uint32_t *idx, int max
 
 /* hold: 1 a lone ack may wait for a reply (a thread posts, or spins and so
  * polls again at once); 0 nothing waits (the caller is about to sleep);
- * -1 as the endpoint's threads allow; 2 as -1, but wait for the engine lock */
-static int drive(struct emp_endpoint *ep, int hold)
+ * -1 as the endpoint's threads allow. sure: wait for the engine lock rather
+ * than leave the work to its holder. */
+static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
 {
 	uint32_t idx[256];
-	int total = 0, sure = hold == 2;
-	if (sure)
-		hold = -1;
+	int total = 0;
 	for (;;) {
 		if (sure) {
 			pthread_mutex_lock(&ep->eng_lock);
@@ -150,27 +149,33 @@ int emp__drive_spin(struct emp_endpoint *ep)
 	    !ep->ops->rx_pending(ep->dev) && (++idle_turns & 15))
 		return 0;
 	idle_turns = 0;
-	return drive(ep, -1);
+	return drive_ex(ep, -1, 0);
 }
 
 int emp__drive(struct emp_endpoint *ep)
 {
-	return drive(ep, -1);
+	return drive_ex(ep, -1, 0);
 }
 
 int emp__drive_post(struct emp_endpoint *ep)
 {
-	return drive(ep, 1);
+	return drive_ex(ep, 1, 0);
 }
 
 int emp__drive_sleep(struct emp_endpoint *ep)
 {
-	return drive(ep, 0);
+	return drive_ex(ep, 0, 0);
 }
 
 int emp__drive_sure(struct emp_endpoint *ep)
 {
-	return drive(ep, 2);
+	return drive_ex(ep, -1, 1);
+}
+
+/* everything out now, held acks included: the caller waits for nobody */
+int emp__drive_flush(struct emp_endpoint *ep)
+{
+	return drive_ex(ep, 0, 1);
 }
 
 int emp_progress_due(emp_endpoint_t *ep)
@@ -184,7 +189,7 @@ int emp_progress_due(emp_endpoint_t *ep)
 	if (ep->ops->rx_pending && !ep->ops->rx_pending(ep->dev) && !__atomic_load_n(&ep->busy_hint, __ATOMIC_RELAXED) &&
 	    !(d0 && now - d0 >= EMP__DUE_NS))
 		return 0;
-	return drive(ep, -1);
+	return drive_ex(ep, -1, 0);
 }
 
 int emp_progress(emp_endpoint_t *ep)

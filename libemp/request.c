@@ -110,6 +110,25 @@ static int prepare(struct emp_endpoint *ep, int op, emp_addr_t a, uint32_t tag,
 	return 0;
 }
 
+/* Posts are in the mailbox: the engine takes them now, or (batching, or
+ * inside the completion hook, whose drive loop takes them next) later. */
+static void posted(struct emp_endpoint *ep, unsigned n, uint64_t bytes)
+{
+	if (emp__tl_dispatch)
+		return;              /* the drive that runs the hook takes it next */
+	if (emp__deferring(ep)) {
+		/* batching: the engine takes them at the next drive (a wait, a
+		 * flush, a full batch, or the progress thread's bound) */
+		unsigned k = __atomic_add_fetch(&ep->deferred, n, __ATOMIC_RELAXED);
+		uint64_t b = __atomic_add_fetch(&ep->deferred_bytes, bytes, __ATOMIC_RELAXED);
+		if (k == n)
+			__atomic_store_n(&ep->deferred_t0, emp__now(ep), __ATOMIC_RELAXED);
+		if (k < EMP__DEFER_MAX && b < EMP__DEFER_BYTES)
+			return;
+	}
+	emp__drive_post(ep);
+}
+
 int emp_start(emp_endpoint_t *ep, emp_req_t *d)
 {
 	if (!valid_req(ep, d))
@@ -120,19 +139,7 @@ int emp_start(emp_endpoint_t *ep, emp_req_t *d)
 	d->result = 0;
 	__atomic_store_n(&d->stat, EMP_DS_POSTED, __ATOMIC_RELEASE);
 	mb_push(ep, idx_of(ep, d));
-	if (emp__tl_dispatch)
-		return 0;              /* the drive that runs the hook takes it next */
-	if (emp__deferring(ep)) {
-		/* batching: the engine takes it at the next drive (a wait, a flush,
-		 * a full batch, or the progress thread's bound) */
-		unsigned n = __atomic_add_fetch(&ep->deferred, 1, __ATOMIC_RELAXED);
-		uint64_t b = __atomic_add_fetch(&ep->deferred_bytes, d->len, __ATOMIC_RELAXED);
-		if (n == 1)
-			__atomic_store_n(&ep->deferred_t0, emp__now(ep), __ATOMIC_RELAXED);
-		if (n < EMP__DEFER_MAX && b < EMP__DEFER_BYTES)
-			return 0;
-	}
-	emp__drive_post(ep);
+	posted(ep, 1, d->len);
 	return 0;
 }
 
@@ -147,6 +154,25 @@ int emp_start_len(emp_endpoint_t *ep, emp_req_t *d, size_t len)
 		d->len = len;
 	}
 	return emp_start(ep, d);
+}
+
+int emp_start_many(emp_endpoint_t *ep, emp_req_t **reqs, int n)
+{
+	int started = 0;
+	uint64_t bytes = 0;
+	for (int i = 0; i < n; i++) {
+		emp_req_t *d = reqs[i];
+		if (!valid_req(ep, d) || __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_HOST)
+			continue;
+		d->result = 0;
+		__atomic_store_n(&d->stat, EMP_DS_POSTED, __ATOMIC_RELEASE);
+		mb_push(ep, idx_of(ep, d));
+		bytes += d->len;
+		started++;
+	}
+	if (started)
+		posted(ep, (unsigned)started, bytes);
+	return started;
 }
 
 static int post(emp_endpoint_t *ep, int op, emp_addr_t a, uint32_t tag,
@@ -270,6 +296,22 @@ int emp_wait_any(emp_endpoint_t *ep, emp_req_t **reqs, int n, struct emp_status 
 	if (rc >= 0)
 		reap(ep, reqs[rc], st);
 	return rc;
+}
+
+int emp_cancel_many(emp_endpoint_t *ep, emp_req_t **reqs, int n)
+{
+	int pushed = 0, cancelled = 0;
+	for (int i = 0; i < n; i++)
+		if (valid_req(ep, reqs[i]) && __atomic_load_n(&reqs[i]->stat, __ATOMIC_ACQUIRE) == EMP_DS_POSTED) {
+			mb_push(ep, idx_of(ep, reqs[i]) | EMP_MB_CANCEL);
+			pushed++;
+		}
+	if (pushed)
+		emp__drive_sure(ep);      /* the cancels are seen before we answer */
+	for (int i = 0; i < n; i++)
+		if (valid_req(ep, reqs[i]) && done(reqs[i]) && reqs[i]->result == -ECANCELED)
+			cancelled++;
+	return cancelled;
 }
 
 int emp_cancel(emp_endpoint_t *ep, emp_req_t *d)

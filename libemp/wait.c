@@ -272,7 +272,6 @@ int emp__deferring(struct emp_endpoint *ep)
 
 void emp_flush(emp_endpoint_t *ep)
 {
-	if (ep && (__atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) ||
-		   __atomic_load_n(&ep->mb.head, __ATOMIC_ACQUIRE) != __atomic_load_n(&ep->mb.tail, __ATOMIC_ACQUIRE)))
-		emp__drive_post(ep);
+	if (ep && ep->fw_ready)
+		emp__drive_flush(ep);
 }

@@ -8,9 +8,12 @@
 #define CTRL_SZ 16
 #define CTRL_TAG 0x80000000u
 enum { CT_CREDIT = 1, CT_HELLO = 2, CT_CLOSE = 3, CT_BYE = 4 };
-
+/* A control message is {type, credits, key (2 words)}; a data message starts
+ * with ES_HDR bytes {credits u16, flags u16, token u32}. key is the 64-bit
+ * value the receiver chose in the negotiation, token its low 32 bits: the
+ * receiver drops (and counts) whatever does not carry them. */
+#define ES_SKIP 0xffffffffu              /* roff of a receive slot that held a forged message */
 #define ES_KIND_CONN 3                   /* what a request's user pointer names */
-#define ES_KIND_TOMB 4
 
 struct es_conn {
 	int kind;                        /* ES_KIND_CONN */
@@ -20,9 +23,10 @@ struct es_conn {
 	uint32_t lid, rid;
 	emp_addr_t peer;
 	int peer_known;
+	int held;                        /* emp_peer_hold on peer (released at teardown) */
 	/* receive */
-	int rposted;                     /* the receives are posted (once the peer's endpoint is known) */
 	unsigned R, S;
+	int data_posted;                 /* the R receives are posted (the server: once the peer's endpoint is proved) */
 	uint8_t *rbuf;
 	emp_req_t **rreq;
 	uint32_t *rlen, *roff;
@@ -35,7 +39,10 @@ struct es_conn {
 	emp_req_t *csend;                /* persistent, made with the send slots */
 	int cbusy;                       /* csend in flight */
 	uint8_t csbuf[CTRL_SZ];
-	int hello_seen, hello_want;
+	int hello_seen, hello_want, hello_sent;
+	uint16_t hello_ep;               /* the endpoint the peer's HELLO came from */
+	uint64_t key_rx, key_tx;         /* ours (the peer presents it), the peer's (we present it) */
+	unsigned forged;                 /* messages dropped for a wrong key or token */
 	/* send */
 	unsigned W, PS, credits;
 	unsigned peer_bufs;              /* the peer's receive buffers: credits never exceed them */
@@ -53,8 +60,14 @@ struct es_conn {
 	 * own FIN is through, the peer's FIN seen and nothing is left to send; so
 	 * after the peer's BYE nothing more can come and the receives may go */
 	int closing, close_want, peer_closed;
-	int bye_sent, bye_done, bye_seen;
-	int cbusy_bye;                   /* the control send in flight is our BYE */
+	int dying;                       /* given up: torn down at zdl (close.c detach) */
+	/* The close exchange: the closing side's FIN carries ES_CLOSE (no
+	 * separate message; the peer then sends without credits); a FIN with
+	 * CLOSE, or sent after the peer's FIN, with no control message in
+	 * flight, carries ES_LAST: nothing at all follows it. A side whose FIN
+	 * did not carry LAST sends BYE as its last control message once both
+	 * FINs are through. peer_quiet: the peer's LAST or BYE came. */
+	int bye_sent, bye_done, fin_last, peer_quiet;
 	int64_t last_ctrl_ns, rfin_ns, zdl;
 	struct es_conn *znext;
 };
@@ -63,8 +76,16 @@ static inline uint8_t *rslot(struct es_conn *c, uint64_t seq) { return c->rbuf +
 static inline uint8_t *sslot(struct es_conn *c, uint64_t seq) { return c->sbuf + (seq % c->W) * (size_t)(ES_HDR + c->PS); }
 
 void es__set_err(struct es_conn *c, int e, int line);
-/* a tomb's receive completed (completion hook): taken, dropped, posted again */
-void es__tomb_done(void *tomb, emp_req_t *req);
+/* connsetup.c: the peer held in the engine; control receives (from c->peer,
+ * whose endpoint may be any), data receives (R, in ring order) */
+int es__conn_hold(struct es_conn *c);
+int es__conn_post_ctrl(struct es_conn *c);
+int es__conn_post_data(struct es_conn *c);
+/* connection ids in use (connsetup.c): released when a connection is freed */
+void es__conn_lid_release(uint32_t lid);
+void es__conn_lids_atfork_child(void);
+/* a lingering connection moved: threads waiting for zombies look again (close.c) */
+void es__zombie_changed(void);
 #define set_err(c, e) es__set_err(c, e, __LINE__)
 int es__post_recv(struct es_conn *c, uint64_t seq);
 void es__retire_head(struct es_conn *c);

@@ -88,6 +88,7 @@ emp_endpoint_t *es__engine(void);             /* opens once; NULL on failure */
 void es__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void es__dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t es__now_ns(void);
+uint64_t es__random64(void);                  /* getrandom(2), buffered (rand.c) */
 
 /* ---- sockets (fdtable.c) ---- */
 enum es_state {
@@ -123,6 +124,12 @@ struct es_negst {
 	int reg, slot;                   /* client: in the OFFER responder's table (slot) */
 	unsigned gen;                    /* process generation of reg/slot */
 	int64_t t0, t_offer;             /* client: kernel connect started, OFFER answered */
+	int mark;                        /* server: what the client's SYN said (MARK_*, neg.h) */
+	uint64_t skey, ckey;             /* keys of this negotiation (server's, client's) */
+	uint32_t lid;                    /* server: our connection id named in the OFFER */
+	uint16_t peer_ep;                /* client: the server endpoint of the OFFER we answered */
+	uint32_t peer_lid, peer_bufs, peer_bufsz;
+	int hello_tries;                 /* client: HELLOs sent again (es__conn_hello_again) */
 };
 
 struct es_sock {
@@ -130,6 +137,7 @@ struct es_sock {
 	pthread_mutex_t lock;
 	atomic_int dirty;                /* completions to look at; set when lock was busy */
 	atomic_uint evmask;              /* readiness (poll bits) as of the last change, under lock */
+	atomic_uint seq;                 /* bumped by every change (es__sock_update) */
 	int state;
 	int refs;                        /* fds pointing here */
 	int kfd;                         /* one of those fds (the kernel socket) */
@@ -137,6 +145,7 @@ struct es_sock {
 	int server;                      /* PENDING: 1 accepted, 0 connected */
 	int linger0;
 	unsigned tcpopt;                 /* bit n: TCP option n (NODELAY, CORK, QUICKACK) is on */
+	int64_t linger_ns;               /* SO_LINGER on with a timeout: close() waits this long for our FIN */
 	int64_t rcvtimeo_ns, sndtimeo_ns;   /* 0 = none */
 	int udp;                         /* client: side-channel socket, or -1 */
 	struct sockaddr_in local, remote;
@@ -191,15 +200,26 @@ void es__fd_atfork_child(void);
 /* ---- negotiation (negotiate.c, negclient.c) ---- */
 /* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
 int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);
-/* After the kernel connect was issued (done or in progress): the process's OFFER
- * responder answers for the socket from now on, whatever the application does. */
-void es__neg_client_start(struct es_sock *s);
+/* After the kernel connect was issued (it picked the port): the UDP twin
+ * takes the same port number; with async (in progress) the process's OFFER
+ * responder answers for the socket from now on, whatever the application
+ * does. 1, or 0 (no side channel: kernel TCP), or -1 (strict mode: refuse). */
+int es__neg_client_start(struct es_sock *s, int async);
+int es__neg_client_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to);
+/* listen(): the listener records each SYN (TCP_SAVE_SYN) so that accept can
+ * tell a preloaded client from a plain one */
+void es__neg_listen(int fd);
+/* a negotiation on the server's (ip, port): keep its UDP guard (neglisten.c) */
+void es__neg_guard(const struct sockaddr_in *a);
+/* bind() of a UDP socket failed with EADDRINUSE: 1 if a guard held that port and gave way */
+int es__neg_guard_yield(const struct sockaddr *sa, socklen_t len);
 /* The socket is going away (last fd closed): the responder lets go of it. */
 void es__neg_forget(struct es_sock *s);
 /* close the negotiation side channel, if open */
 void es__neg_close_udp(struct es_sock *s);
 int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);
-int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
+/* 0: kernel TCP; else MARK_* of the accepted connection (listener lfd) */
+int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
 /* Drive a PENDING/CONNECTING socket to a decision if possible (one thread per
  * socket at a time; others wait for its outcome); returns its state, ES_CAND when
  * it went to the kernel (s is freed then). */
@@ -208,12 +228,21 @@ void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 
 /* ---- byte stream over EMP (stream.c) ---- */
-int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep);
+/* receives posted for messages from (peer_host, peer_ep) tagged lid, which
+ * must carry key_rx (our key from the negotiation) */
+int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep, uint32_t lid, uint64_t key_rx);
+/* peer_ep was EMP_ANY_EP (only control receives posted): now it is known */
+int es__conn_bind_ep(struct es_sock *s, uint16_t peer_ep);
+uint16_t es__conn_hello_ep(struct es_sock *s);
+/* client: our HELLO failed before the server's came; 1 if it went again (lock held) */
+int es__conn_hello_again(struct es_sock *s);
+uint32_t es__conn_new_lid(void);              /* random, unused in this process */
 /* out of engine descriptors: said once per process */
 void es__log_once_nobufs(void);
 /* 0, or -1 (connection error set) when the send slots or their engine
  * descriptors cannot be had: the negotiation must then decline EMP. */
-int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz);
+int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbufs, unsigned bufsz,
+		      uint64_t key_tx);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);
 int es__conn_destroy(struct es_sock *s, int flush);
@@ -279,5 +308,7 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 
 #define ES_HDR 8                             /* per-message header on the data tag */
 #define ES_FIN 1u
+#define ES_CLOSE 2u                          /* with FIN: the sender closed the socket */
+#define ES_LAST 4u                           /* with FIN: no message of any kind follows */
 
 #endif

@@ -144,6 +144,7 @@ emp_endpoint_t *es__engine(void)
 			es__g.ep_failed = 1;
 		} else {
 			emp_set_completion_hook(ep, es__on_completions, NULL);
+			emp_peer_policy(ep, 1);   /* sessions only with peers a negotiation agreed on */
 			__atomic_store_n(&es__g.ep, ep, __ATOMIC_RELEASE);
 			es__dbg("endpoint %u open, self host %d", emp_endpoint_id(ep), emp_self_host(ep));
 		}

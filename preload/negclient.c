@@ -1,33 +1,38 @@
 /* negclient.c: the client side of negotiation: the process's OFFER responder (every pending client socket is answered whenever its OFFER arrives), the known-EMP-server table, settling a client socket. */
 /*
- * Every client socket that may use EMP is registered here once its kernel
- * connect has been issued (es__neg_client_start) and stays registered until it
- * is decided or closed. A background thread, the responder (started with the
- * first registration in each process), sleeps in epoll on the registered
- * sockets' UDP side channels and answers each OFFER as it arrives: it posts the
- * connection's receives (es__conn_create, es__conn_set_peer), sends ACCEPT and
- * records that in s->ng; a repeated OFFER gets the ACCEPT again, a REJECT is
- * recorded. The application thread that first uses the socket (es__settle)
- * only waits for the outcome: HELLO over EMP -> EMP; REJECT, a failed setup, or
- * the bound without an OFFER -> kernel TCP (strict mode: an error). So the
- * server's negotiation of each of our sockets takes one round trip, in whatever
- * order it accepts them, while our application settles them in its own order
- * (or is busy elsewhere). The settling thread also reads its own socket's side
- * channel, so nothing depends on the responder being scheduled (or existing).
+ * Every client socket that may use EMP marks its SYN (IP TTL) and gets, right
+ * after its kernel connect picked the port (a blocking connect runs
+ * non-blocking inside, then waits as the kernel would), a UDP socket bound to
+ * that port and connected to the server's (ip, port): the kernel delivers
+ * nothing else to it, so an OFFER comes from the process that holds the
+ * server's TCP port (negotiate.c).
+ * A blocking connect settles at once; a non-blocking one is registered here
+ * (es__neg_client_start) until it is decided or closed, and a background
+ * thread, the responder (started with the first registration in each
+ * process), sleeps in epoll on the registered side channels and answers each
+ * OFFER as it arrives: it posts the connection's receives, sends ACCEPT and
+ * records that in s->ng; a repeated OFFER (same key) gets the same ACCEPT
+ * again, a REJECT with the OFFER's key is recorded, anything else is dropped
+ * and counted. The application thread that first uses the socket takes it
+ * over from the responder (es__settle) and waits for the outcome: HELLO over
+ * EMP with our key -> EMP; REJECT, a failed setup, or the bound without an
+ * OFFER -> kernel TCP (strict mode: an error). So the server's negotiation of
+ * each of our sockets takes one round trip, in whatever order it accepts
+ * them, while our application settles them in its own order.
  *
  * Bound: with no OFFER the client gives up EMP_NEG_TIMEOUT_MS (500) after
- * connect, which keeps fallback to plain servers fast. A server (ip, port) that
- * has sent this process an OFFER is known to speak EMP: its OFFER for a new
- * connection comes when its program first uses the accepted socket, which may
- * sit in a busy server's listen backlog, so such connections wait up to
+ * connect, which keeps fallback to plain servers bounded. A server (ip, port)
+ * that has sent this process an OFFER is known to speak EMP: its OFFER for a
+ * new connection comes when its program first uses the accepted socket, which
+ * may sit in a busy server's listen backlog, so such connections wait up to
  * EMP_NEG_TIMEOUT_KNOWN_MS (5000) after connect. The long bound applies if the
  * server is known when the application asks, or if it sent an OFFER for any
  * connection since this one's connect (a burst of connects to a new server). A
  * known server's connection that still gets no OFFER marks it plain again:
- * later connections start from the short bound until it offers again.
- * Commit rules are negotiate.c's: the server commits on our ACCEPT, we commit
- * only on its HELLO (waiting EMP_NEG_TIMEOUT_MS + 200 ms after answering);
- * giving up unregisters and closes our UDP socket, so a later OFFER meets ICMP
+ * later connections start from the short bound until it offers again. After
+ * our ACCEPT we wait for the server's HELLO up to the long bound: the server
+ * commits before its own (short) deadline and EMP delivers the HELLO reliably.
+ * Giving up unregisters and closes our UDP socket, so a later OFFER meets ICMP
  * and the server falls back too.
  *
  * Locks: neg_lock (the table, the responder's registry, s->ng.st of registered
@@ -138,6 +143,8 @@ static void start_responder(void)
 
 static void reg_add(struct es_sock *s)
 {
+	if (registered(s))
+		return;
 	if (!rep_state)
 		start_responder();
 	int i = hint;
@@ -187,22 +194,31 @@ static void wake(struct es_sock *s)
 	es__sock_unlock(s);
 }
 
-static void reply(struct es_sock *s, int type, uint64_t nonce, const struct sockaddr_in *to)
+static void reply(struct es_sock *s, int type)
 {
 	struct neg_msg a;
-	es__neg_fill(&a, type, s, nonce);
-	R_(sendto)(s->udp, &a, sizeof a, 0, (const struct sockaddr *)to, sizeof *to);
+	es__neg_fill(&a, type, s);
+	R_(send)(s->udp, &a, sizeof a, MSG_DONTWAIT);
 }
 
-/* first OFFER: post our receives, learn the peer's, answer */
-static void take_offer(struct es_sock *s, const struct neg_msg *m, const struct sockaddr_in *from)
+/* first valid OFFER: post our receives, learn the peer's, answer */
+static void take_offer(struct es_sock *s, const struct neg_msg *m)
 {
 	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
 	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
-	int r = host < 0 ? -1 : es__conn_create(s, (uint16_t)host, ntohs(m->ep));
+	uint16_t pep = ntohs(m->ep);
+	s->ng.skey = m->skey;
+	do
+		s->ng.ckey = es__random64();
+	while (!s->ng.ckey);
+	s->ng.peer_ep = pep;
+	s->ng.peer_lid = ntohl(m->conn);
+	s->ng.peer_bufs = ntohl(m->nbufs);
+	s->ng.peer_bufsz = ntohl(m->bufsz);
+	int r = host < 0 ? -1 : es__conn_create(s, (uint16_t)host, pep, es__conn_new_lid(), s->ng.ckey);
 	if (r == 0) {
 		es__sock_lock(s);
-		r = es__conn_set_peer(s, ntohs(m->ep), ntohl(m->conn), ntohl(m->nbufs), ntohl(m->bufsz));
+		r = es__conn_set_peer(s, pep, s->ng.peer_lid, s->ng.peer_bufs, s->ng.peer_bufsz, s->ng.skey);
 		es__sock_unlock(s);
 	}
 	int64_t now = es__now_ns();
@@ -210,33 +226,48 @@ static void take_offer(struct es_sock *s, const struct neg_msg *m, const struct 
 	k->offer_ns = now;
 	if (r < 0) {
 		s->ng.st = NG_NOBUFS;
-		reply(s, N_REJECT, m->nonce, from);
+		reply(s, N_REJECT);
 		return;
 	}
 	s->ng.st = NG_ACCEPTED;
 	s->ng.t_offer = now;
-	reply(s, N_ACCEPT, m->nonce, from);
+	reply(s, N_ACCEPT);
+	/* our HELLO proves the endpoint the ACCEPT names (the server has posted
+	 * control receives from any of our host's endpoints before its OFFER) */
+	es__sock_lock(s);
+	es__conn_send_hello(s);
+	es__sock_unlock(s);
 }
 
-/* read s's side channel dry; neg_lock held */
+/* read s's side channel dry; neg_lock held. Only the server's (ip, port)
+ * reaches this socket (it is connected); what it sends must still be a
+ * well-formed message of this connection, and after our ACCEPT it must carry
+ * the key of the OFFER we answered. */
 static void service(struct es_sock *s)
 {
 	int st0 = s->ng.st;
 	for (;;) {
 		struct neg_msg m;
-		struct sockaddr_in from;
-		socklen_t l = sizeof from;
-		ssize_t n = R_(recvfrom)(s->udp, &m, sizeof m, MSG_DONTWAIT, (struct sockaddr *)&from, &l);
-		if (n < 0)
+		ssize_t n = R_(recv)(s->udp, &m, sizeof m, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == ECONNREFUSED)   /* ICMP for an ACCEPT the server no longer wanted */
+				continue;
 			break;
-		if (!es__neg_valid(&m, n, s) || from.sin_family != AF_INET)
+		}
+		if (!es__neg_valid(&m, n, s)) {
+			es__neg_count_forged(s, "malformed or of another connection");
 			continue;
-		if (m.type == N_REJECT && (s->ng.st == NG_WAIT || s->ng.st == NG_ACCEPTED))
+		}
+		int again = s->ng.st == NG_ACCEPTED && m.skey == s->ng.skey;
+		if (m.type == N_OFFER && s->ng.st == NG_WAIT && es__neg_params_ok(&m) && !m.ckey)
+			take_offer(s, &m);
+		else if (m.type == N_OFFER && again && m.ep == htons(s->ng.peer_ep) &&
+			 m.conn == htonl(s->ng.peer_lid))
+			reply(s, N_ACCEPT);              /* our ACCEPT was lost */
+		else if (m.type == N_REJECT && again && (!m.ckey || m.ckey == s->ng.ckey))
 			s->ng.st = NG_REJECTED;
-		else if (m.type == N_OFFER && s->ng.st == NG_WAIT)
-			take_offer(s, &m, &from);
-		else if (m.type == N_OFFER && s->ng.st == NG_ACCEPTED)
-			reply(s, N_ACCEPT, m.nonce, &from);   /* our ACCEPT was lost */
+		else
+			es__neg_count_forged(s, "unexpected now, or not of the OFFER we answered");
 	}
 	if (s->ng.st != st0)
 		wake(s);
@@ -266,6 +297,16 @@ static void *responder(void *arg)
 	return NULL;
 }
 
+static int no_side_channel(const struct sockaddr_in *to)
+{
+	if (!es__g.strict)
+		return 0;
+	es__log("connect to %s: no side-channel port for EMP negotiation (strict mode)",
+		inet_ntoa(to->sin_addr));
+	errno = EADDRINUSE;
+	return -1;
+}
+
 int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
 {
 	if (!es__conf() || es__neg_self_and_peer(NULL, to, ntohs(to->sin_port)) < 0)
@@ -286,65 +327,52 @@ int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
 	socklen_t l = sizeof a;
 	if (R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
 		return 0;
-	socklen_t alen = l;
-	in_port_t *aport = a.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&a)->sin6_port
-						   : &((struct sockaddr_in *)&a)->sin_port;
-	int udp = -1;
-	if (*aport) {
-		udp = es__neg_udp_socket();
-		struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = *aport };
-		if (udp >= 0 && R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0) {
-			R_(close)(udp);
-			udp = -1;
-		}
-	} else {
-		for (int i = 0; i < 16 && udp < 0; i++) {
-			udp = es__neg_udp_socket();
-			if (udp < 0)
-				break;
-			struct sockaddr_in u = { .sin_family = AF_INET };
-			l = sizeof u;
-			if (R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0 ||
-			    R_(getsockname)(udp, (struct sockaddr *)&u, &l) < 0) {
-				R_(close)(udp);
-				udp = -1;
-				break;
-			}
-			struct sockaddr_storage t = a;
-			*(t.ss_family == AF_INET6 ? &((struct sockaddr_in6 *)&t)->sin6_port
-						  : &((struct sockaddr_in *)&t)->sin_port) = u.sin_port;
-			if (R_(bind)(s->kfd, (struct sockaddr *)&t, alen) < 0) {
-				R_(close)(udp);
-				udp = -1;
-				if (errno != EADDRINUSE)
-					break;
-			}
-		}
+	in_port_t aport = a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
+						  : ((struct sockaddr_in *)&a)->sin_port;
+	/* The UDP twin takes the TCP port's number: the program's own port now,
+	 * else the one the kernel picks at connect (es__neg_client_bind; connect
+	 * picks it the way it does for any connection: ports held in TIME_WAIT
+	 * toward other servers are shared, which bind(0) would not do). */
+	int mark = NEG_TTL_MARK;
+	if ((aport && es__neg_client_bind(s, aport, to) < 0) ||
+	    R_(setsockopt)(s->kfd, IPPROTO_IP, IP_TTL, &mark, sizeof mark) < 0) {
+		es__neg_close_udp(s);
+		return no_side_channel(to);
 	}
-	if (udp < 0) {
-		if (es__g.strict) {
-			es__log("connect to %s: no side-channel port for EMP negotiation (strict mode)",
-				inet_ntoa(to->sin_addr));
-			errno = EADDRINUSE;
-			return -1;
-		}
-		return 0;
-	}
-	s->udp = udp;
 	s->remote = *to;
 	s->ng.t0 = es__now_ns();
+	s->ng.st = NG_WAIT;
 	return 1;
 }
 
-void es__neg_client_start(struct es_sock *s)
+/* The kernel gives one local port to connections toward different servers,
+ * so twins of one port may coexist (SO_REUSEPORT, each connected to its own
+ * server); another user cannot bind it (SO_REUSEPORT wants the same user). */
+int es__neg_client_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to)
 {
-	if (s->udp < 0)
-		return;
-	es__neg_name_in(s->kfd, 0, &s->local);
+	int udp = es__neg_udp_socket(), one = 1;
+	struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = port };
+	if (udp >= 0 && (R_(setsockopt)(udp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+			 R_(bind)(udp, (struct sockaddr *)&u, sizeof u) < 0 ||
+			 R_(connect)(udp, (const struct sockaddr *)to, sizeof *to) < 0)) {
+		R_(close)(udp);
+		udp = -1;
+	}
+	s->udp = udp;
+	return udp < 0 ? -1 : 0;
+}
+
+int es__neg_client_start(struct es_sock *s, int async)
+{
+	if (es__neg_name_in(s->kfd, 0, &s->local) < 0 || !s->local.sin_port ||
+	    (s->udp < 0 && es__neg_client_bind(s, s->local.sin_port, &s->remote) < 0))
+		return no_side_channel(&s->remote) < 0 ? -1 : 0;
+	if (!async)
+		return 1;   /* settled at once by connect() */
 	pthread_mutex_lock(&neg_lock);
-	s->ng.st = NG_WAIT;
 	reg_add(s);
 	pthread_mutex_unlock(&neg_lock);
+	return 1;
 }
 
 void es__neg_forget(struct es_sock *s)
@@ -359,47 +387,40 @@ void es__neg_forget(struct es_sock *s)
 /* A connected client socket (PENDING) to a decision; the caller is its only settler. */
 int es__negc_settle(struct es_sock *s)
 {
-	if (!registered(s) && !(s->ng.reg && s->ng.st != NG_WAIT)) {
-		if (s->udp < 0 || !es__engine())
-			return es__neg_fallback(s, "no side channel for EMP negotiation");
-		pthread_mutex_lock(&neg_lock);   /* new, or inherited across fork still waiting */
-		s->ng.st = NG_WAIT;
-		reg_add(s);
-		pthread_mutex_unlock(&neg_lock);
+	int inherited = s->ng.reg && s->ng.gen != es__g.gen;   /* registered by the parent */
+	if (inherited && s->ng.st == NG_ACCEPTED) {   /* the parent's endpoint has this connection */
+		es__dbg("fd %d: negotiated by the parent process", s->kfd);
+		if (s->c)
+			es__conn_destroy(s, 0);
+		es__neg_close_udp(s);
+		s->ng.reg = 0;
+		s->state = ES_FOREIGN;
+		es__ep_sock_switched(s);
+		return ES_FOREIGN;
 	}
-	if (!registered(s)) {   /* inherited across fork after the parent's responder answered */
-		if (s->ng.st == NG_ACCEPTED) {   /* the parent's endpoint has this connection */
-			es__dbg("fd %d: negotiated by the parent process", s->kfd);
-			if (s->c)
-				es__conn_destroy(s, 0);
-			es__neg_close_udp(s);
-			s->ng.reg = 0;
-			es__sock_lock(s);
-			s->state = ES_FOREIGN;
-			es__sock_update(s, 1);
-			es__sock_unlock(s);
-			es__ep_sock_switched(s);
-			return ES_FOREIGN;
-		}
-		/* the parent saw a REJECT or could not set up: the loop falls back */
-	}
-	struct es_wake wk = { .efd = es__tl_efd() };
-	struct es_waiter w;
-	es__sock_lock(s);
-	es__waiter_add(s, &w, &wk);
-	es__sock_unlock(s);
+	if (s->udp < 0 || !es__engine())
+		return es__neg_fallback(s, "no side channel for EMP negotiation");
+	/* this thread answers from now on: the responder lets go */
+	pthread_mutex_lock(&neg_lock);
+	if (registered(s))
+		reg_del(s);
+	s->ng.reg = 0;
+	pthread_mutex_unlock(&neg_lock);
 	const char *why = NULL;
 	int emp = 0;
 	for (;;) {
+		unsigned seq0 = es__neg_seq(s);
 		int64_t now = es__now_ns(), until = now;
-		es__wake_reset(&wk);             /* a change from here on ends the wait below */
 		pthread_mutex_lock(&neg_lock);
 		service(s);
 		if (s->ng.st == NG_ACCEPTED) {
-			es__sock_lock(s);
 			emp = es__conn_hello_seen(s);
-			es__sock_unlock(s);
-			until = s->ng.t_offer + (es__g.neg_ms + 200) * 1000000ll;
+			if (!emp && s->ng.hello_tries < 4) {
+				es__sock_lock(s);
+				s->ng.hello_tries += es__conn_hello_again(s);
+				es__sock_unlock(s);
+			}
+			until = s->ng.t_offer + bound_ns(1) + 200000000ll;
 			if (!emp && now >= until)
 				why = "server did not confirm EMP";
 		} else if (s->ng.st == NG_REJECTED) {
@@ -419,22 +440,12 @@ int es__negc_settle(struct es_sock *s)
 				}
 			}
 		}
-		if (emp || why) {
-			reg_del(s);   /* from here on a late OFFER meets ICMP */
-			es__neg_close_udp(s);
-			pthread_mutex_unlock(&neg_lock);
-			break;
-		}
 		pthread_mutex_unlock(&neg_lock);
-		/* the HELLO comes over EMP: this thread drives the engine while it
-		 * waits (a wake from the responder or the hook, or the side channel) */
-		struct pollfd p[3] = { { wk.efd, POLLIN, 0 }, { s->udp, POLLIN, 0 } };
-		es__wait_fds(&wk, p, 2, until - now, NULL);
+		if (emp || why)
+			break;
+		es__neg_wait(s, s->udp, until, s->ng.st == NG_ACCEPTED, seq0);
 	}
-	es__sock_lock(s);
-	es__waiter_del(s, &w);
-	es__sock_unlock(s);
-	es__wake_reset(&wk);
+	es__neg_close_udp(s);   /* from here on a late OFFER meets ICMP */
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);
 }
 

@@ -1,58 +1,86 @@
-/* negotiate.c: deciding EMP or kernel for each TCP connection to a configured peer, over a UDP side channel. */
+/* negotiate.c: deciding EMP or kernel for each TCP connection to a configured peer: the scheme, the checks on side-channel messages, the server's side, settling. */
 /*
  * Scheme (bounded, never in the application's byte stream, never waiting for
  * the peer *application* to speak):
  *
  *  client (connect)                                   server (accept + first use)
- *  - before the kernel connect: bind a UDP socket
- *    and the TCP socket to the SAME local port u
- *    (the app's own bind is kept; retried on clash)
- *  - kernel connect (the control connection)
- *                                                     - OFFER {ep, conn id, buffers,
- *            <------------ UDP to (client ip, u) ------  TCP 4-tuple, nonce}, resent
- *                                                        every 2..20 ms
- *  - OFFER matches the 4-tuple: post receives, -------> ACCEPT {ep, conn id, buffers, nonce}
- *    resend ACCEPT for every repeated OFFER            - ACCEPT: post HELLO over EMP,
- *  - HELLO arrives over EMP (reliable) <------------    connection is EMP
+ *  - kernel connect (the control connection); its
+ *    SYN carries the EMP mark (IP TTL NEG_TTL_MARK);
+ *    at once a UDP socket bound to the TCP port u it
+ *    took, connected to the server's (ip, port) P
+ *                                                     - accept: the saved SYN has no
+ *                                                       mark -> kernel TCP, no message
+ *                                                     - first use: a UDP socket bound to
+ *                                                       its TCP (ip, P), connected to (ip, u);
+ *                                                       control receives posted from any
+ *                                                       endpoint of the client's host
+ *                                                       OFFER {ep, conn id, buffers, 4-tuple,
+ *            <------------ UDP (P -> u) --------------  skey}, resent every 1..20 ms
+ *  - OFFER from (ip, P), in bounds: post receives,
+ *    ACCEPT {ep, conn id, buffers, skey, ckey} ------> - ACCEPT with skey: hold the peer
+ *    HELLO (carries skey) ------------- EMP --------> - HELLO with skey from the endpoint
+ *                                                       the ACCEPT named: receives from it,
+ *                                                       connection is EMP
+ *  - HELLO with ckey <-------------- EMP ------------   HELLO (carries ckey)
  *    connection is EMP
  *
- *  Many connections at once: the client process answers every OFFER the moment
- *  it arrives, for all its pending connections, from a background responder
- *  thread (negclient.c), not only for the socket its application is settling;
- *  so whatever order the server negotiates its accepted sockets in, each takes
- *  one round trip. Negotiations of different sockets run in parallel (one
- *  settle per socket at a time).
+ * Binding to the kernel connection: a datagram's source address is checked by
+ * the kernel (both UDP sockets are connected), and only the client's user
+ * holds UDP u (bound right after its connect took u, with SO_REUSEPORT, which
+ * another user cannot join: the kernel gives one port to connections toward
+ * different servers), and only the server's processes (SO_REUSEPORT: same
+ * user) hold UDP P on the server's address: each connection's socket,
+ * and a guard kept from the first negotiation on (neglisten.c). Keys come from
+ * getrandom: skey ties ACCEPT and REJECT to the OFFER, and the EMP stream is
+ * bound to both keys (every data message carries the receiver's key's low 32
+ * bits, every control message all 64, stream.c), so a process or host that
+ * did not take part cannot inject into, reset or read a stream by naming its
+ * ids. An ACCEPT can still name any endpoint; the server sends that endpoint
+ * nothing until a HELLO with skey has come from it: an endpoint that never
+ * proves itself is refused and counted (es__negstats.refused), and nothing
+ * was sent to it (no retried message can end a session with a victim's
+ * process either). Every field is
+ * checked against bounds (neg.h); a message that fails a check changes
+ * nothing and is counted (forged); nothing changes after a side has decided.
  *
- *  Why this way round: the server's process that first uses the accepted socket
- *  negotiates, so fork-after-listen and accept-then-fork servers use the
- *  endpoint of the process that does the I/O; the client's UDP port is its TCP
- *  port, so the server needs no well-known port and no registry, and the
- *  client's socket exists before the SYN leaves, so no OFFER can race it.
- *  Fallback is fast where it matters: a plain client's host answers the OFFER
- *  with ICMP port unreachable (ECONNREFUSED on the server's connected UDP
- *  socket); a plain server never sends an OFFER, so the client falls back after
- *  EMP_NEG_TIMEOUT_MS (500 ms default) from connect; toward a server that
- *  offered EMP before (ip, port) it waits EMP_NEG_TIMEOUT_KNOWN_MS (5 s), as such
- *  a server is only busy (its OFFER comes when it first uses the accepted socket,
- *  which may sit in its listen backlog). Commit points: the server
- *  commits on ACCEPT (before its deadline; afterwards it sends REJECT), the
- *  client only on HELLO, which EMP delivers reliably because the client posted
- *  its receives before sending ACCEPT; the client waits for it a deadline longer
- *  than the server's. A client that gives up closes its UDP socket, so a late
- *  OFFER gets ICMP and the server falls back too. Both sides therefore end in
- *  the same state unless every ACCEPT/REJECT of a negotiation is lost.
- *  Strict mode turns each fallback with a configured peer into an error.
+ * Fallback: an unmarked client is served on kernel TCP at once (one
+ * getsockopt at accept, no wait). A marked client whose host refuses the OFFER
+ * (ICMP), or that declines (REJECT), or that does not answer within
+ * EMP_NEG_TIMEOUT_MS, gets kernel TCP too; a client that receives no OFFER
+ * falls back after its bound (negclient.c). Commit points: the server commits
+ * on the client's HELLO (before its deadline; until then it can still REJECT),
+ * the client on the server's HELLO, which EMP delivers reliably because the
+ * client posted its receives before sending ACCEPT. A side that gives up
+ * after its receives were announced keeps them posted for a grace second
+ * (close.c), so a message already on its way lands. Strict mode turns each
+ * fallback with a configured peer into an error.
+ *
+ * Why the server offers: the process that first uses the accepted socket
+ * negotiates, so fork-after-listen and accept-then-fork servers use the
+ * endpoint of the process that does the I/O; and the client's UDP twin
+ * exists before the server can have accepted (an OFFER that still beats it
+ * draws ICMP, and a marked client's OFFER goes again for 20 ms).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "neg.h"
 
 extern char *program_invocation_short_name;
+
+struct es_negstats es__negstats;
+
+void es__neg_count_forged(struct es_sock *s, const char *why)
+{
+	unsigned n = atomic_fetch_add(&es__negstats.forged, 1) + 1;
+	es__dbg("fd %d: negotiation message dropped: %s (%u so far)", s->kfd, why, n);
+}
 
 int es__neg_self_and_peer(const struct sockaddr_in *local, const struct sockaddr_in *remote,
 			 uint16_t port)
@@ -97,23 +125,12 @@ int es__neg_name_in(int fd, int peer, struct sockaddr_in *out)
 	return r < 0 ? -1 : es__to_in((struct sockaddr *)&ss, l, out);
 }
 
-int es__eligible_accept(int fd, struct sockaddr_in *local, struct sockaddr_in *remote)
-{
-	if (!es__conf())
-		return 0;
-	if (es__neg_name_in(fd, 0, local) < 0 || es__neg_name_in(fd, 1, remote) < 0)
-		return 0;
-	if (emp_conf_find_ip(&es__g.conf, local->sin_addr.s_addr) < 0)
-		return 0;
-	return es__neg_self_and_peer(local, remote, ntohs(local->sin_port)) >= 0;
-}
-
 int es__neg_udp_socket(void)
 {
 	return R_(socket)(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 }
 
-void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce)
+void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s)
 {
 	memset(m, 0, sizeof *m);
 	m->magic = htonl(NEG_MAGIC);
@@ -122,6 +139,9 @@ void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce
 	if (es__g.ep && s->c) {
 		m->ep = htons(emp_endpoint_id(es__g.ep));
 		m->conn = htonl(es__conn_lid(s));
+	} else if (es__g.ep && s->server && s->ng.lid) {
+		m->ep = htons(emp_endpoint_id(es__g.ep));
+		m->conn = htonl(s->ng.lid);
 	}
 	m->nbufs = htonl(es__g.nbufs);
 	m->bufsz = htonl(es__g.bufsz);
@@ -129,15 +149,25 @@ void es__neg_fill(struct neg_msg *m, int type, struct es_sock *s, uint64_t nonce
 	m->sport = s->local.sin_port;
 	m->dip = s->remote.sin_addr.s_addr;
 	m->dport = s->remote.sin_port;
-	m->nonce = nonce;
+	m->skey = s->ng.skey;
+	m->ckey = s->ng.ckey;
 }
 
 int es__neg_valid(const struct neg_msg *m, ssize_t n, struct es_sock *s)
 {
-	return n >= (ssize_t)sizeof *m && ntohl(m->magic) == NEG_MAGIC &&
+	return n == (ssize_t)sizeof *m && ntohl(m->magic) == NEG_MAGIC &&
 	       m->version == NEG_VERSION && m->sip == s->remote.sin_addr.s_addr &&
 	       m->sport == s->remote.sin_port && m->dip == s->local.sin_addr.s_addr &&
 	       m->dport == s->local.sin_port;
+}
+
+int es__neg_params_ok(const struct neg_msg *m)
+{
+	uint16_t ep = ntohs(m->ep);
+	uint32_t conn = ntohl(m->conn), nb = ntohl(m->nbufs), bs = ntohl(m->bufsz);
+	return ep != 0 && ep != EMP_ANY_EP && conn != 0 && !(conn & 0x80000000u) &&
+	       nb >= NEG_MIN_BUFS && nb <= NEG_MAX_BUFS && bs >= NEG_MIN_BUFSZ && bs <= NEG_MAX_BUFSZ &&
+	       m->skey != 0;
 }
 
 void es__neg_close_udp(struct es_sock *s)
@@ -145,6 +175,48 @@ void es__neg_close_udp(struct es_sock *s)
 	if (s->udp >= 0)
 		R_(close)(s->udp);
 	s->udp = -1;
+}
+
+unsigned es__neg_seq(struct es_sock *s)
+{
+	return atomic_load(&s->seq);
+}
+
+/* Until the connection changes (its sequence moves past seq0: a HELLO
+ * processed by whichever thread drove the engine), a datagram on udp, or
+ * until. want_engine: this thread drives the engine meanwhile (libemp's
+ * wait: a spin, then one ppoll on the side channel, our eventfd and the
+ * device). */
+void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
+{
+	emp_endpoint_t *ep = want_engine ? es__g.ep : NULL;
+	int64_t now = es__now_ns();
+	if (now >= until)
+		return;
+	struct es_wake wk = { .efd = es__tl_efd() };
+	struct es_waiter w;
+	es__sock_lock(s);
+	es__waiter_add(s, &w, &wk);
+	int seen = atomic_load(&s->seq) != seq0;
+	es__sock_unlock(s);
+	if (!seen) {
+		struct pollfd p[3];
+		int np = 0;
+		p[np++] = (struct pollfd){ wk.efd, POLLIN, 0 };
+		if (udp >= 0)
+			p[np++] = (struct pollfd){ udp, POLLIN, 0 };
+		if (ep) {
+			es__wait_fds(&wk, p, np, until - now, NULL);
+		} else {
+			int64_t wait = until - now;
+			struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
+			R_(ppoll)(p, (nfds_t)np, &ts, NULL);
+		}
+	}
+	es__sock_lock(s);
+	es__waiter_del(s, &w);
+	es__sock_unlock(s);
+	es__wake_reset(&wk);
 }
 
 /* The negotiation is over without EMP: out of the responder, no buffers, no
@@ -186,74 +258,143 @@ int es__neg_fallback(struct es_sock *s, const char *why)
 	return ES_CAND;
 }
 
-/* The server's side; s is an accepted socket on its first use. */
+static void send_reject(struct es_sock *s)
+{
+	struct neg_msg o;
+	es__neg_fill(&o, N_REJECT, s);
+	if (s->udp >= 0)
+		R_(send)(s->udp, &o, sizeof o, MSG_DONTWAIT);
+}
+
+/* The client's endpoint proved itself (its HELLO with our key came from the
+ * endpoint its ACCEPT named): receives from it alone, send slots toward it,
+ * our HELLO. 0, or -1 (REJECT sent). */
+static int take_proof(struct es_sock *s, const struct neg_msg *a)
+{
+	uint16_t pep = ntohs(a->ep);
+	es__sock_lock(s);
+	int r = es__conn_bind_ep(s, pep);
+	if (r == 0)
+		r = es__conn_set_peer(s, pep, ntohl(a->conn), ntohl(a->nbufs), ntohl(a->bufsz), a->ckey);
+	if (r == 0)
+		r = es__conn_send_hello(s);
+	es__sock_unlock(s);
+	if (r < 0)
+		send_reject(s);
+	return r;
+}
+
+/* The server's side; s is an accepted socket on its first use. Before the
+ * OFFER its control receives are posted from any endpoint of the client's
+ * host; the client answers with ACCEPT (naming its endpoint) and a HELLO
+ * from that endpoint. The server sends nothing over EMP before that HELLO
+ * has come from the endpoint the ACCEPT named: an ACCEPT naming another
+ * process's endpoint gets nothing sent there, and is refused at the bound. */
 static int neg_server(struct es_sock *s)
 {
+	if (s->ng.mark == MARK_PLAIN)
+		return es__neg_fallback(s, "the client's SYN has no EMP mark (plain program)");
 	emp_endpoint_t *ep = es__engine();
 	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
 	if (host < 0)
 		return es__neg_fallback(s, "no EMP endpoint");
-	if (es__conn_create(s, (uint16_t)host, EMP_ANY_EP) < 0)
-		return es__neg_fallback(s, "cannot set up EMP buffers");
-	int udp = es__neg_udp_socket();
-	struct sockaddr_in b = s->local;
-	b.sin_port = 0;
-	if (udp < 0 || R_(bind)(udp, (struct sockaddr *)&b, sizeof b) < 0 ||
+	es__neg_guard(&s->local);
+	int udp = es__neg_udp_socket(), one = 1;
+	if (udp < 0 || R_(setsockopt)(udp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+	    R_(bind)(udp, (struct sockaddr *)&s->local, sizeof s->local) < 0 ||
 	    R_(connect)(udp, (struct sockaddr *)&s->remote, sizeof s->remote) < 0) {
+		int e = errno;
 		if (udp >= 0)
 			R_(close)(udp);
+		static atomic_int told;
+		if (e == EADDRINUSE && !atomic_exchange(&told, 1))
+			es__log("UDP port %u is held by another program (or user): no EMP negotiation for TCP port %u",
+				ntohs(s->local.sin_port), ntohs(s->local.sin_port));
 		return es__neg_fallback(s, "no side channel");
 	}
 	s->udp = udp;
-	uint64_t nonce = ((uint64_t)rand() << 32) ^ (uint64_t)es__now_ns() ^ es__conn_lid(s);
-	struct neg_msg o, m;
-	es__neg_fill(&o, N_OFFER, s, nonce);
-	int64_t dl = es__now_ns() + es__g.neg_ms * 1000000ll, next = 0, gap = 2000000;
+	do
+		s->ng.skey = es__random64();
+	while (!s->ng.skey);
+	s->ng.ckey = 0;
+	s->ng.lid = es__conn_new_lid();
+	if (es__conn_create(s, (uint16_t)host, EMP_ANY_EP, s->ng.lid, s->ng.skey) < 0)
+		return es__neg_fallback(s, "cannot set up EMP (descriptors?)");
+	struct neg_msg o, m, acc;
+	es__neg_fill(&o, N_OFFER, s);
+	int64_t t0 = es__now_ns(), dl = t0 + es__g.neg_ms * 1000000ll, next = 0, gap = 1000000;
+	int accepted = 0;
+	/* A marked client binds its UDP twin right after its kernel connect
+	 * picked the port: an OFFER can beat it (ICMP). For a short while that
+	 * means "not yet" (the OFFER goes again soon), after it "plain". */
+	int64_t icmp_grace = s->ng.mark == MARK_EMP ? t0 + 20000000ll : t0;
 	for (;;) {
+		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
 		int64_t now = es__now_ns();
-		if (now >= dl) {
-			es__neg_fill(&o, N_REJECT, s, nonce);
-			R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);
-			return es__neg_fallback(s, "client did not answer the EMP offer (plain program?)");
-		}
-		if (now >= next) {
-			if (R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
-				return es__neg_fallback(s, "client host refused the offer (plain program)");
+		int refused = 0;
+		if (!accepted && now >= next) {
+			refused = R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED;
 			next = now + gap;
 			if (gap < 20000000)
 				gap *= 2;
 		}
-		struct pollfd p = { udp, POLLIN, 0 };
-		int64_t until = next < dl ? next : dl;
-		R_(poll)(&p, 1, (int)((until - now + 999999) / 1000000));
 		for (;;) {
 			ssize_t n = R_(recv)(udp, &m, sizeof m, MSG_DONTWAIT);
 			if (n < 0) {
-				if (errno == ECONNREFUSED)
-					return es__neg_fallback(s, "client host refused the offer (plain program)");
+				if (errno == ECONNREFUSED) {
+					refused |= !accepted;
+					continue;
+				}
 				break;
 			}
-			if (!es__neg_valid(&m, n, s) || m.nonce != nonce)
+			if (!es__neg_valid(&m, n, s) || m.skey != s->ng.skey) {
+				es__neg_count_forged(s, "not of this negotiation");
 				continue;
-			if (m.type == N_REJECT)
-				return es__neg_fallback(s, "client declined EMP");
-			if (m.type != N_ACCEPT)
-				continue;
-			es__sock_lock(s);
-			int r = es__conn_set_peer(s, ntohs(m.ep), ntohl(m.conn), ntohl(m.nbufs), ntohl(m.bufsz));
-			es__sock_unlock(s);
-			if (r < 0) {
-				es__neg_fill(&o, N_REJECT, s, nonce);
-				R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);
-				return es__neg_fallback(s, "cannot set up EMP send slots (descriptors?)");
 			}
-			es__sock_lock(s);
-			r = es__conn_send_hello(s);
-			es__sock_unlock(s);
-			if (r < 0)
-				return es__neg_fallback(s, "EMP hello failed");
+			if (m.type == N_REJECT && (!accepted || m.ckey == s->ng.ckey))
+				return es__neg_fallback(s, "client declined EMP");
+			if (m.type != N_ACCEPT || accepted || !es__neg_params_ok(&m) || !m.ckey) {
+				if (m.type != N_ACCEPT || !accepted || memcmp(&m, &acc, sizeof m))
+					es__neg_count_forged(s, "unexpected or out of bounds");
+				continue;
+			}
+			/* the client's HELLO may start a session with the engine from now on */
+			if (emp_peer_hold(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) }) < 0) {
+				send_reject(s);
+				return es__neg_fallback(s, "EMP peer table full");
+			}
+			emp_peer_release(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) });
+			acc = m;
+			s->ng.ckey = m.ckey;
+			accepted = 1;
+		}
+		if (refused && now >= icmp_grace)
+			return es__neg_fallback(s, "client host refused the offer (plain program)");
+		if (refused) {                   /* not bound yet: again soon */
+			next = now + 200000;
+			gap = 1000000;
+		}
+		if (accepted && es__conn_hello_seen(s)) {
+			if (es__conn_hello_ep(s) != ntohs(acc.ep)) {
+				send_reject(s);
+				return es__neg_fallback(s, "the client's HELLO came from another endpoint");
+			}
+			if (take_proof(s, &acc) < 0)
+				return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
 			return es__neg_finish_emp(s);
 		}
+		if (now >= dl) {
+			send_reject(s);
+			if (accepted) {
+				unsigned n = atomic_fetch_add(&es__negstats.refused, 1) + 1;
+				es__log("connection from %s:%u: the endpoint its ACCEPT named (%u) never proved itself: refused (%u so far)",
+					inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port), ntohs(acc.ep), n);
+				return es__neg_fallback(s, "the client's endpoint did not confirm EMP");
+			}
+			return es__neg_fallback(s, "client did not answer the EMP offer");
+		}
+		int64_t until = accepted ? dl : (next < dl ? next : dl);
+		es__neg_wait(s, udp, until, 1, seq0);
 	}
 }
 

@@ -70,6 +70,8 @@ void es__sock_update(struct es_sock *s, int edge)
 {
 	unsigned ev = es__events(s);
 	unsigned old = atomic_exchange(&s->evmask, ev);
+	if (edge)
+		atomic_fetch_add(&s->seq, 1);
 	if (!(ev & ~old) && !edge)
 		return;                      /* only bits cleared: ready lists drop them lazily */
 	for (struct es_waiter *w = s->waiters; w; w = w->next)
@@ -91,10 +93,6 @@ void es__on_completions(void *arg, emp_req_t *const *reqs, int n)
 		struct es_conn *c = emp_req_user(reqs[i]);
 		if (!c || c == last)
 			continue;
-		if (c->kind == ES_KIND_TOMB) {
-			es__tomb_done(c, reqs[i]);
-			continue;
-		}
 		last = c;
 		struct es_sock *s = c->s;
 		if (atomic_exchange(&s->dirty, 1))

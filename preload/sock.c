@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <string.h>
@@ -47,10 +48,43 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		es__drop_to_kernel(fd, s);
 		return R_(connect)(fd, sa, len);
 	}
+	/* A blocking connect runs non-blocking here and is waited for below: the
+	 * UDP twin must hold the port the kernel picks before the server can
+	 * answer, i.e. before the SYN comes back. */
+	int e0 = errno, fl = R_(fcntl)(fd, F_GETFL), blocking = fl >= 0 && !(fl & O_NONBLOCK);
+	if (blocking && R_(fcntl)(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		blocking = 0;
 	int r = R_(connect)(fd, sa, len);
-	int e = errno;
+	int e = errno, st = 0;
 	if (r == 0 || e == EINPROGRESS || e == EINTR || e == EALREADY)
-		es__neg_client_start(s);   /* OFFERs are answered from now on */
+		st = es__neg_client_start(s, !blocking && r != 0);   /* in progress: OFFERs are answered from now on */
+	if (blocking && r < 0 && e == EINPROGRESS) {   /* wait as connect would have */
+		struct pollfd p = { fd, POLLOUT, 0 };
+		int ms = s->sndtimeo_ns ? (int)((s->sndtimeo_ns + 999999) / 1000000) : -1;
+		int n = R_(poll)(&p, 1, ms);
+		if (n > 0) {
+			socklen_t el = sizeof e;
+			if (R_(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+				e = errno;
+			r = e ? -1 : 0;
+			if (!e)
+				e = EINPROGRESS;
+		} else {
+			e = n == 0 ? EINPROGRESS : errno;   /* SO_SNDTIMEO, or EINTR: it goes on */
+		}
+	}
+	if (blocking)
+		R_(fcntl)(fd, F_SETFL, fl);
+	if (st < 0) {            /* strict mode: no side channel */
+		es__fail_strict(s, ECONNREFUSED, "no side channel");
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	if (st == 0 && (r == 0 || e == EINPROGRESS || e == EINTR || e == EALREADY)) {
+		es__drop_to_kernel(fd, s);      /* no side channel: kernel TCP */
+		errno = r == 0 ? e0 : e;
+		return r;
+	}
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
@@ -58,7 +92,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 			errno = ECONNREFUSED;
 			return -1;
 		}
-		errno = e;
+		errno = e0;
 		return 0;
 	}
 	if (e == EINPROGRESS || e == EINTR || e == EALREADY) {
@@ -74,33 +108,45 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 
 int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	return R_(bind)(fd, sa, len);
+	int r = R_(bind)(fd, sa, len);
+	if (r < 0 && errno == EADDRINUSE && !es__tl_in) {
+		int type = 0;
+		socklen_t tl = sizeof type;
+		if (R_(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_DGRAM &&
+		    es__neg_guard_yield(sa, len))
+			r = R_(bind)(fd, sa, len);   /* the program's own use of the port comes first */
+		else
+			errno = EADDRINUSE;
+	}
+	return r;
 }
 
 int listen(int fd, int backlog)
 {
 	GUARD(listen, fd, backlog);
-	int r = R_(listen)(fd, backlog);
 	struct es_sock *s = es__sock(fd);
-	if (r == 0 && s && s->state == ES_CAND) {
+	if (s && s->state == ES_CAND) {
 		int e = errno;
+		es__neg_listen(fd);          /* the SYN tells a preloaded client from a plain one */
 		es__drop_to_kernel(fd, s);   /* accept() checks each connection itself */
 		errno = e;
 	}
-	return r;
+	return R_(listen)(fd, backlog);
 }
 
-static int accepted(int fd, int flags)
+static int accepted(int lfd, int fd, int flags)
 {
 	struct sockaddr_in l, r;
 	int e = errno;
-	if (es__eligible_accept(fd, &l, &r)) {
+	int mark = es__eligible_accept(lfd, fd, &l, &r);
+	if (mark) {
 		struct es_sock *s = es__sock_new(fd, ES_PENDING);
 		if (s) {
 			s->server = 1;
 			s->local = l;
 			s->remote = r;
 			s->nonblock = !!(flags & SOCK_NONBLOCK);
+			s->ng.mark = mark;
 		}
 	}
 	errno = e;
@@ -112,7 +158,7 @@ int accept(int fd, struct sockaddr *sa, socklen_t *len)
 	int r = R_(accept)(fd, sa, len);
 	if (r < 0 || es__tl_in || es__g.conf_loaded < 0)
 		return r;
-	return accepted(r, 0);
+	return accepted(fd, r, 0);
 }
 
 int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
@@ -120,7 +166,7 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	int r = R_(accept4)(fd, sa, len, flags);
 	if (r < 0 || es__tl_in || es__g.conf_loaded < 0)
 		return r;
-	return accepted(r, flags);
+	return accepted(fd, r, flags);
 }
 
 int close(int fd)
@@ -315,8 +361,11 @@ int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
 		s->rcvtimeo_ns = tv_ns(v, len);
 	else if (name == SO_SNDTIMEO)
 		s->sndtimeo_ns = tv_ns(v, len);
-	else if (name == SO_LINGER && len >= sizeof(struct linger))
-		s->linger0 = ((const struct linger *)v)->l_onoff && !((const struct linger *)v)->l_linger;
+	else if (name == SO_LINGER && len >= sizeof(struct linger)) {
+		const struct linger *lg = v;
+		s->linger0 = lg->l_onoff && lg->l_linger <= 0;
+		s->linger_ns = lg->l_onoff && lg->l_linger > 0 ? lg->l_linger * 1000000000ll : 0;
+	}
 	return r;
 }
 

@@ -3,7 +3,11 @@
  * Per connection each side posts R persistent receives of ES_HDR+S bytes with
  * tag = its connection id (lid), and NCTRL small receives with tag lid|CTRL.
  * The peer holds R credits; one data message consumes one credit and carries
- * at most S payload bytes after an 8-byte header {credits returned, flags}.
+ * at most S payload bytes after an 8-byte header {credits returned, flags,
+ * token}. Connection ids are random (getrandom) and every message carries the
+ * key its receiver chose in the negotiation (data: its low 32 bits; control:
+ * all 64): a message without it is dropped and counted (c->forged), its slot
+ * reposted in ring order without returning a credit.
  * A slot is reposted when the application has read all of it; freed credits go
  * back piggybacked on the next data message, or in a CTRL message once R/4
  * have gathered with no data to carry them (at most one CTRL send in flight; the
@@ -25,8 +29,6 @@
 #include <unistd.h>
 
 #include "conn.h"
-
-static atomic_uint next_lid;
 
 
 void es__set_err(struct es_conn *c, int e, int line)
@@ -62,36 +64,7 @@ int es__post_recv(struct es_conn *c, uint64_t seq)
 	return r;
 }
 
-/* a persistent receive for one buffer, owned by c, started */
-static int post_recv_slot(struct es_conn *c, emp_addr_t from, uint32_t tag, void *buf, size_t len, emp_req_t **q)
-{
-	struct iovec v = { buf, len };
-	int r = emp_recv_init(c->ep, from, tag, &v, 1, q);
-	if (r)
-		return r;
-	emp_req_set_user(*q, c);
-	return emp_start(c->ep, *q);
-}
-
-/* The connection's receives, from its peer's exact endpoint: the engine finds
- * an exact receive by hash, while receives from any endpoint sit on one list
- * that every arriving frame walks (a server learns the client's endpoint from
- * ACCEPT, before the client can send: its data waits for our HELLO). */
-static int post_recvs(struct es_conn *c)
-{
-	int r = 0;
-	for (unsigned i = 0; i < c->R && r == 0; i++)
-		r = post_recv_slot(c, c->peer, c->lid, rslot(c, i), ES_HDR + c->S, &c->rreq[i]);
-	for (int i = 0; i < NCTRL && r == 0; i++)
-		r = post_recv_slot(c, c->peer, c->lid | CTRL_TAG, c->cbuf[i], CTRL_SZ, &c->creq[i]);
-	if (r == -ENOBUFS)
-		es__log_once_nobufs();
-	if (r == 0)
-		c->rposted = 1;
-	return r;
-}
-
-int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
+int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid, uint64_t key_rx)
 {
 	emp_endpoint_t *ep = es__engine();
 	if (!ep)
@@ -105,11 +78,8 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 	c->gen = es__g.gen;
 	c->R = es__g.nbufs;
 	c->S = es__g.bufsz;
-	if (!atomic_load(&next_lid))
-		atomic_store(&next_lid, ((unsigned)getpid() * 2654435761u) & 0x3fffffffu);
-	do
-		c->lid = atomic_fetch_add(&next_lid, 1) & 0x7fffffffu;
-	while (!c->lid);
+	c->lid = lid;
+	c->key_rx = key_rx;
 	c->peer.host = host;
 	c->peer.ep = pep;
 	c->rbuf = malloc((size_t)c->R * (ES_HDR + c->S));
@@ -119,7 +89,14 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep)
 	if (!c->rbuf || !c->rreq || !c->rlen || !c->roff)
 		goto fail;
 	s->c = c;       /* before the first receive can complete: the hook finds it */
-	if (pep != EMP_ANY_EP && post_recvs(c) < 0) {
+	int r = pep == EMP_ANY_EP ? 0 : es__conn_hold(c);
+	if (r == 0)
+		r = es__conn_post_ctrl(c);
+	if (r == 0 && pep != EMP_ANY_EP)
+		r = es__conn_post_data(c);
+	if (r == -ENOBUFS)
+		es__log_once_nobufs();
+	if (r < 0) {
 		es__conn_destroy(s, 0);
 		return -1;
 	}
@@ -133,19 +110,17 @@ fail:
  * slots and the control send are persistent, like the receives), so a
  * connection either starts with all it needs or not at all: running out of
  * descriptors refuses new connections and never breaks running ones. */
-int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nbufs, unsigned bufsz)
+int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nbufs, unsigned bufsz,
+		      uint64_t key_tx)
 {
 	struct es_conn *c = s->c;
 	if (c->sbuf)
 		return c->err ? -1 : 0;   /* an OFFER seen again */
 	c->peer.ep = pep;
 	c->rid = rid;
+	c->key_tx = key_tx;
 	c->credits = nbufs;
 	c->peer_bufs = nbufs;
-	if (!c->rposted && post_recvs(c) < 0) {
-		set_err(c, ENOBUFS);
-		return -1;
-	}
 	c->PS = bufsz < c->S ? bufsz : c->S;
 	c->W = c->R;
 	c->sbuf = malloc((size_t)c->W * (ES_HDR + c->PS));
@@ -193,11 +168,12 @@ void es__log_once_nobufs(void)
 void es__retire_head(struct es_conn *c)
 {
 	unsigned i = c->rh % c->R;
+	if (c->roff[i] != ES_SKIP)       /* a forged message took no credit of the peer's */
+		c->to_return++;
 	c->roff[i] = 0;
 	c->rlen[i] = 0;
 	es__post_recv(c, c->rh);
 	c->rh++;
-	c->to_return++;
 }
 
 static int send_ctrl(struct es_conn *c, uint32_t type)
@@ -205,7 +181,7 @@ static int send_ctrl(struct es_conn *c, uint32_t type)
 	uint32_t *m = (uint32_t *)c->csbuf;
 	m[0] = type;
 	m[1] = c->to_return;
-	m[2] = m[3] = 0;
+	memcpy(&m[2], &c->key_tx, 8);
 	if (emp_start(c->ep, c->csend) < 0) {
 		set_err(c, ECONNRESET);
 		return -1;
@@ -217,7 +193,7 @@ static int send_ctrl(struct es_conn *c, uint32_t type)
 
 int es__conn_send_hello(struct es_sock *s)
 {
-	s->c->hello_want = 1;
+	s->c->hello_want = !s->c->hello_sent;
 	es__process(s);
 	return s->c->err ? -1 : 0;
 }
@@ -249,21 +225,37 @@ void es__flush(struct es_conn *c)
 			c->fin_staged = 1;
 		}
 	}
-	while (c->sp < c->st && c->credits > 0) {
+	/* a peer that closed (ES_CLOSE) reposts every receive as it discards what
+	 * arrives and returns no credits: what is left goes without them (a
+	 * message that finds no receive yet is resent by the engine) */
+	while (c->sp < c->st && (c->credits > 0 || c->peer_closed)) {
 		unsigned i = c->sp % c->W;
 		uint8_t *b = sslot(c, c->sp);
-		uint32_t cr = c->to_return;
+		uint16_t cr = (uint16_t)c->to_return;   /* R <= 65535 (es.h bounds) */
 		uint16_t fl = c->sfin[i] ? ES_FIN : 0;
-		memcpy(b, &cr, 4);
-		memcpy(b + 4, &fl, 2);
-		memset(b + 6, 0, 2);
+		if (fl && c->close_want) {      /* "I closed" rides in the FIN */
+			fl |= ES_CLOSE;
+			c->close_want = 0;
+		}
+		/* nothing follows a FIN sent after the peer's FIN (no credits go back
+		 * then), or one saying we closed (the peer needs no credits any more),
+		 * unless a control message is still on its way */
+		if (fl && (c->rfin || (fl & ES_CLOSE)) && !c->cbusy && !c->hello_want && !c->close_want) {
+			fl |= ES_LAST;
+			c->fin_last = 1;
+		}
+		uint32_t tok = (uint32_t)c->key_tx;
+		memcpy(b, &cr, 2);
+		memcpy(b + 2, &fl, 2);
+		memcpy(b + 4, &tok, 4);
 		c->sdone[i] = 0;
 		if (emp_start_len(c->ep, c->sreq[i], ES_HDR + c->slen[i]) < 0) {
 			set_err(c, ECONNRESET);
 			return;
 		}
 		c->to_return = 0;
-		c->credits--;
+		if (c->credits)
+			c->credits--;
 		c->sp++;
 	}
 	/* credits are useless to a peer that has sent FIN: none after it (the
@@ -271,21 +263,19 @@ void es__flush(struct es_conn *c)
 	unsigned thresh = c->R / 4 ? c->R / 4 : 1;
 	if (c->cbusy)
 		return;
+	if (c->bye_sent || c->fin_last)
+		return;
 	if (c->hello_want) {
 		if (send_ctrl(c, CT_HELLO) == 0)
-			c->hello_want = 0;
+			c->hello_want = 0, c->hello_sent = 1;
 	} else if (c->close_want) {
 		if (send_ctrl(c, CT_CLOSE) == 0)
 			c->close_want = 0;
 	} else if (c->to_return >= thresh && !c->rfin) {
 		send_ctrl(c, CT_CREDIT);
-	} else if (!c->bye_sent && c->fin_done && c->rfin && c->sh == c->st) {
-		/* nothing more will ever go out on this connection (our FIN is
-		 * through, and no credits follow the peer's FIN): say so, last */
-		if (send_ctrl(c, CT_BYE) == 0) {
+	} else if (c->rfin && c->fin_done && c->sh == c->st) {
+		if (send_ctrl(c, CT_BYE) == 0)
 			c->bye_sent = 1;
-			c->cbusy_bye = 1;
-		}
 	}
 }
 
@@ -294,11 +284,11 @@ void es__flush(struct es_conn *c)
 void es__process(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
-	if (!c || c->gen != es__g.gen || c->leak || !c->rposted)
+	if (!c || c->gen != es__g.gen || c->leak)
 		return;
 	struct emp_status st;
 	int changed = 0, r;
-	while (c->rc < c->rh + c->R) {
+	while (c->data_posted && c->rc < c->rh + c->R) {
 		unsigned i = c->rc % c->R;
 		r = emp_reap(c->ep, c->rreq[i], &st);
 		if (r == 0)
@@ -313,14 +303,30 @@ void es__process(struct es_sock *s)
 			continue;
 		}
 		uint8_t *b = rslot(c, c->rc);
-		uint32_t cr;
-		uint16_t fl;
-		memcpy(&cr, b, 4);
-		memcpy(&fl, b + 4, 2);
+		uint16_t cr, fl;
+		uint32_t tok;
+		memcpy(&cr, b, 2);
+		memcpy(&fl, b + 2, 2);
+		memcpy(&tok, b + 4, 4);
+		if (tok != (uint32_t)c->key_rx) {
+			/* not from the process we negotiated with: skipped in ring order */
+			c->forged++;
+			c->rlen[i] = 0;
+			c->roff[i] = ES_SKIP;
+			c->rc++;
+			es__dbg("conn %u: message without its key dropped (%u so far)", c->lid, c->forged);
+			continue;
+		}
 		add_credits(c, cr);
 		c->rlen[i] = (uint32_t)(st.result - ES_HDR);
 		c->roff[i] = 0;
 		c->rbytes += c->rlen[i];
+		if (fl & ES_CLOSE) {
+			c->peer_closed = 1;
+			c->fin_want = 1;
+		}
+		if (fl & ES_LAST)
+			c->peer_quiet = 1;
 		if ((fl & ES_FIN) && !c->rfin) {
 			c->rfin = 1;
 			c->rfin_ns = es__now_ns();
@@ -334,11 +340,10 @@ void es__process(struct es_sock *s)
 		}
 		c->rbytes = 0;
 	}
-	/* empty non-FIN slots at the head (none are sent, but be safe) */
-	while (c->rh < c->rc && c->rlen[c->rh % c->R] == 0 && !c->rfin) {
-		es__post_recv(c, c->rh);
-		c->rh++;
-		c->to_return++;
+	/* empty non-FIN slots at the head (forged ones; none are sent empty) */
+	while (c->rh < c->rc && c->rlen[c->rh % c->R] == 0 && (!c->rfin || c->roff[c->rh % c->R] == ES_SKIP)) {
+		es__retire_head(c);
+		changed = 1;
 	}
 	for (int i = 0; i < NCTRL; i++) {
 		r = emp_reap(c->ep, c->creq[i], &st);
@@ -351,16 +356,25 @@ void es__process(struct es_sock *s)
 			continue;
 		}
 		uint32_t *m = (uint32_t *)c->cbuf[i];
-		c->last_ctrl_ns = es__now_ns();
-		if (st.result >= 8) {
-			if (m[0] == CT_HELLO)
+		uint64_t key;
+		memcpy(&key, &m[2], 8);
+		if (st.result != CTRL_SZ || key != c->key_rx) {
+			c->forged++;
+			es__dbg("conn %u: control message without its key dropped (%u so far)", c->lid, c->forged);
+		} else {
+			c->last_ctrl_ns = es__now_ns();
+			if (m[0] == CT_HELLO) {
 				c->hello_seen = 1;
-			if (m[0] == CT_BYE)
-				c->bye_seen = 1;
+				c->hello_ep = st.source.ep;
+				if (!c->hello_sent)
+					c->hello_want = 1;      /* the answer proves our endpoint */
+			}
 			if (m[0] == CT_CLOSE) {
 				c->peer_closed = 1;
 				c->fin_want = 1;
 			}
+			if (m[0] == CT_BYE)
+				c->peer_quiet = 1;
 			add_credits(c, m[1]);
 		}
 		if (emp_start(c->ep, c->creq[i]) < 0)
@@ -374,10 +388,8 @@ void es__process(struct es_sock *s)
 		if (r == 0)
 			continue;
 		c->sdone[i] = 1;
-		if (r < 0 || st.result < 0) {
-			es__dbg("conn %u: send failed (%d, result %lld)", c->lid, r, (long long)st.result);
+		if (r < 0 || st.result < 0)
 			set_err(c, ECONNRESET);
-		}
 	}
 	while (c->sh < c->sp && c->sdone[c->sh % c->W]) {
 		unsigned i = c->sh % c->W;
@@ -393,17 +405,19 @@ void es__process(struct es_sock *s)
 		r = emp_reap(c->ep, c->csend, &st);
 		if (r != 0) {
 			c->cbusy = 0;
+			changed = 1;
 			if (r < 0 || st.result < 0)
 				set_err(c, ECONNRESET);
-			else if (c->cbusy_bye)
+			else if (c->bye_sent)
 				c->bye_done = 1;
-			c->cbusy_bye = 0;
-			changed = 1;
 		}
 	}
 	es__flush(c);
-	if (changed)
+	if (changed) {
 		es__sock_update(s, 1);
+		if (c->closing)
+			es__zombie_changed();
+	}
 }
 
 /* Kernel connection: EOF or RST means the peer's process is gone or aborted.
@@ -413,7 +427,9 @@ void es__process(struct es_sock *s)
  * on EOF the engine gets up to ES_FIN_GRACE_NS to deliver it before the
  * connection counts as reset. A grace that ran out says the peer died without
  * its FINs: for the next second other connections get none (a dead peer with
- * many connections costs one grace, not one each). Lock held. */
+ * many connections costs one grace, not one each). Bytes on the kernel
+ * connection: the peer is not speaking EMP on it (negotiation never writes
+ * there), so its stream cannot be trusted. Lock held. */
 #define ES_FIN_GRACE_NS 500000000ll
 static _Atomic int64_t grace_lost_at;
 void es__kernel_check(struct es_sock *s)
@@ -423,9 +439,9 @@ void es__kernel_check(struct es_sock *s)
 		return;
 	char b;
 	ssize_t n = R_(recv)(s->kfd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	int e = n < 0 ? errno : 0;
+	int e = n > 0 ? EPROTO : n < 0 ? errno : 0;
 	es__process(s);
 	int64_t now = es__now_ns(), end = now + ES_FIN_GRACE_NS;
 	if (now - atomic_load(&grace_lost_at) < 1000000000ll)
@@ -441,8 +457,8 @@ void es__kernel_check(struct es_sock *s)
 	c->kdead = 1;
 	if (e || !c->rfin)
 		set_err(c, ECONNRESET);
-	es__dbg("fd %d: kernel connection %s (EMP FIN %s)", s->kfd, e ? "reset" : "closed",
-		c->rfin ? "seen" : "missing");
+	es__dbg("fd %d: kernel connection %s (EMP FIN %s)", s->kfd,
+		e == EPROTO ? "carries bytes" : e ? "reset" : "closed", c->rfin ? "seen" : "missing");
 	es__live_del(s);      /* edge-triggered, but a dead socket has nothing more to say */
 	es__sock_update(s, 1);
 }

@@ -322,7 +322,7 @@ size_t h_frame_build(const struct h_frame *f, uint8_t *buf)
 	case EMP_T_HELLO:
 	case EMP_T_HELLO_ACK:
 		p32(b, f->mtu);
-		p32(b + 4, 0);
+		p32(b + 4, f->nonce);
 		body = EMP_HELLO_HDR_LEN;
 		break;
 	case EMP_T_STALE:
@@ -394,6 +394,7 @@ int h_frame_parse(const uint8_t *buf, uint32_t len, struct h_frame *f)
 		if (avail < EMP_HELLO_HDR_LEN)
 			return -1;
 		f->mtu = g32(b);
+		f->nonce = g32(b + 4);
 		break;
 	case EMP_T_STALE:
 		if (avail < EMP_STALE_HDR_LEN)

@@ -69,6 +69,7 @@ struct h_frame {
 	uint32_t cum, nframes;              /* ACK */
 	uint64_t sack;
 	uint32_t mtu;                       /* HELLO, HELLO_ACK */
+	uint32_t nonce;                     /* HELLO: the session's nonce; HELLO_ACK: its echo */
 	uint32_t named;                     /* STALE: the incarnation refused */
 	uint32_t piggy_msg, piggy_nframes;  /* DATA with EMP_F_PIGGY: the ack it carries */
 	uint16_t piggy_session;

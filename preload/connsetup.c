@@ -1,0 +1,180 @@
+/* connsetup.c: what a negotiation sets up in a stream: random connection ids, the peer held in the engine, the receives posted (control from any endpoint until the peer's is proved, then data and control from it). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "conn.h"
+
+/* ---- connection ids in use (an open-addressing set, grown as needed) ---- */
+static uint32_t *lids;
+static unsigned nlids, caplids;
+static pthread_mutex_t lid_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int lid_slot(uint32_t lid)
+{
+	unsigned m = caplids - 1, i = (lid * 2654435761u) & m;
+	while (lids[i] && lids[i] != lid)
+		i = (i + 1) & m;
+	return (int)i;
+}
+
+static int lid_grow(void)
+{
+	unsigned ncap = caplids ? caplids * 2 : 1024;
+	uint32_t *old = lids, *nl = calloc(ncap, sizeof *nl);
+	unsigned ocap = caplids;
+	if (!nl)
+		return -1;
+	lids = nl;
+	caplids = ncap;
+	for (unsigned i = 0; i < ocap; i++)
+		if (old[i] && old[i] != 0xffffffffu)
+			lids[lid_slot(old[i])] = old[i];
+	free(old);
+	return 0;
+}
+
+/* A random connection id (the tag of its messages), 1..2^31-1, not in use by
+ * another connection of this process; es__conn_lid_release gives it back. */
+uint32_t es__conn_new_lid(void)
+{
+	pthread_mutex_lock(&lid_lock);
+	if ((nlids + 1) * 2 > caplids && lid_grow() < 0) {
+		pthread_mutex_unlock(&lid_lock);
+		return 0;
+	}
+	for (;;) {
+		uint32_t lid = (uint32_t)es__random64() & 0x7fffffffu;
+		if (!lid)
+			continue;
+		int i = lid_slot(lid);
+		if (lids[i] == lid)
+			continue;
+		lids[i] = lid;
+		nlids++;
+		pthread_mutex_unlock(&lid_lock);
+		return lid;
+	}
+}
+
+void es__conn_lid_release(uint32_t lid)
+{
+	pthread_mutex_lock(&lid_lock);
+	if (lid && caplids) {
+		int i = lid_slot(lid);
+		if (lids[i] == lid) {
+			/* re-insert the run that follows (no tombstones) */
+			unsigned m = caplids - 1, j = ((unsigned)i + 1) & m;
+			lids[i] = 0;
+			nlids--;
+			while (lids[j]) {
+				uint32_t v = lids[j];
+				lids[j] = 0;
+				lids[lid_slot(v)] = v;
+				j = (j + 1) & m;
+			}
+		}
+	}
+	pthread_mutex_unlock(&lid_lock);
+}
+
+void es__conn_lids_atfork_child(void)
+{
+	pthread_mutex_init(&lid_lock, NULL);
+}
+
+/* the engine keeps the peer while we use it */
+int es__conn_hold(struct es_conn *c)
+{
+	int r = emp_peer_hold(c->ep, c->peer);
+	c->held = r == 0;
+	if (r < 0)
+		es__dbg("EMP peer table full of peers in use: no EMP connection to host %u ep %u",
+			c->peer.host, c->peer.ep);
+	return r;
+}
+
+/* control receives from c->peer (its endpoint may be any: see es__conn_bind_ep) */
+int es__conn_post_ctrl(struct es_conn *c)
+{
+	int r = 0;
+	for (int i = 0; i < NCTRL && r == 0; i++) {
+		struct iovec v = { c->cbuf[i], CTRL_SZ };
+		r = emp_recv_init(c->ep, c->peer, c->lid | CTRL_TAG, &v, 1, &c->creq[i]);
+		if (r == 0)
+			emp_req_set_user(c->creq[i], c);   /* the completion hook finds c */
+	}
+	if (r == 0 && emp_start_many(c->ep, c->creq, NCTRL) != NCTRL)
+		r = -EIO;
+	return r;
+}
+
+/* data receives from c->peer, posted with one look at the engine, in ring order */
+int es__conn_post_data(struct es_conn *c)
+{
+	int r = 0;
+	for (unsigned i = 0; i < c->R && r == 0; i++) {
+		struct iovec v = { rslot(c, i), ES_HDR + c->S };
+		r = emp_recv_init(c->ep, c->peer, c->lid, &v, 1, &c->rreq[i]);
+		if (r == 0)
+			emp_req_set_user(c->rreq[i], c);
+	}
+	if (r == 0 && emp_start_many(c->ep, c->rreq, (int)c->R) != (int)c->R)
+		r = -EIO;
+	c->data_posted = r == 0;
+	return r;
+}
+
+/* The server learns the client's endpoint from its ACCEPT and has posted
+ * control receives from any endpoint of the client's host (the client's
+ * HELLO, which proves the endpoint, comes before anything of ours): once
+ * proved, the data receives are posted from that endpoint alone and the
+ * control receives are posted again for it. Lock held. */
+int es__conn_bind_ep(struct es_sock *s, uint16_t pep)
+{
+	struct es_conn *c = s->c;
+	struct emp_status st;
+	if (c->peer.ep == pep)
+		return 0;
+	es__tl_in++;
+	emp_cancel_many(c->ep, c->creq, NCTRL);
+	int r = 0;
+	for (int i = 0; i < NCTRL; i++) {
+		int t = emp_reap(c->ep, c->creq[i], &st);
+		if (t == 0 && emp_wait(c->ep, c->creq[i], &st, 20000000) == 0)
+			r = -EBUSY;                  /* matched and under way: cannot go */
+		if (r == 0)
+			emp_req_free(c->ep, c->creq[i]);
+	}
+	c->peer.ep = pep;
+	if (r == 0)
+		r = es__conn_hold(c);
+	if (r == 0)
+		r = es__conn_post_ctrl(c);
+	if (r == 0)
+		r = es__conn_post_data(c);
+	es__tl_in--;
+	if (r == -ENOBUFS)
+		es__log_once_nobufs();
+	if (r < 0)
+		set_err(c, r == -ENOBUFS ? ENOBUFS : ECONNRESET);
+	return r;
+}
+
+uint16_t es__conn_hello_ep(struct es_sock *s) { return s->c ? s->c->hello_ep : EMP_ANY_EP; }
+
+
+/* The client's HELLO failed before the server's came: the engine's session
+ * with that server process ended under it (the server restarted: its new
+ * life answered STALE to our old session). Nothing else of the connection
+ * has been sent, so the HELLO goes again, in the engine's new session. */
+int es__conn_hello_again(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	if (!c || !c->err || !c->hello_sent || c->hello_seen || c->cbusy)
+		return 0;
+	es__dbg("conn %u: our HELLO failed (the server restarted?): sent again", c->lid);
+	c->err = 0;
+	c->err_told = 0;
+	c->hello_sent = 0;
+	return es__conn_send_hello(s) == 0;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# t_neg_churn: 2,000 short-lived client processes (4 lanes of 500, one after the other in each) against one long-lived preloaded server, all under emp-run --strict: every one echoes intact over EMP; the server's engine reclaims the peers of the clients that are gone (more clients than its 1024-peer table) and its memory stays flat. CHURN_PROCS resizes it (the benchmark runs 10,000).
+# timeout: 120
+. "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
+cluster_up
+CONNT=$ROOT/build/tests/sock/connt
+N=${CHURN_PROCS:-2000}
+LANES=4
+per=$(( N / LANES ))
+bg 2 "$T/server.log" "$ER" --strict "$CONNT" server 7320
+spid=${PIDS[-1]}
+wait_port 2 7320
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$spid/status"; }
+lane() { # lane LOG COUNT
+	on 1 bash -c "for i in \$(seq $2); do '$ER' --strict '$CONNT' client 10.77.0.2 7320 1 1000 || echo FAILED; done" > "$1" 2>&1
+}
+lane "$T/warm.log" 100                # the allocator and tables reach their working size
+r0=$(rss)
+pids=()
+for l in $(seq $LANES); do lane "$T/lane$l.log" "$per" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p"; done
+r1=$(rss)
+ok=$(cat "$T"/lane*.log | grep -c "^ok 1 conns" || true)
+{ cat "$T"/lane*.log | grep -v "^ok" | sort | uniq -c | head -5; } || true
+expect "$((per * LANES)) client processes, every one echoed intact over EMP ($ok)" [ "$ok" = $((per * LANES)) ]
+on 2 "$BIN/empstat" --json > "$T/stat.json"
+read -r reclaimed inuse < <(python3 -c "
+import json, sys
+d = json.load(open('$T/stat.json'))
+e = [x for x in d['endpoints'] if x['pid'] == $spid][0]
+print(e['counters'].get('peers_reclaimed', 0), e['usage'].get('peers', -1))")
+echo "server: rss ${r0} kB after warm-up, ${r1} kB after; peers reclaimed $reclaimed, in use $inuse"
+at_least "peers reclaimed by the server's engine" "$reclaimed" $(( N > 1100 ? 1 : 0 ))
+at_most "peers the server's engine holds" "$inuse" 1024
+at_most "server memory growth over $N client processes (kB)" $(( r1 - r0 )) 8192
+expect "the server kept every connection on EMP" bash -c "! grep -q 'strict mode' '$T/server.log'"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# t_neg_plain: plain (not preloaded) clients against a preloaded server: served on kernel TCP at once, the server never offers them EMP (no negotiation datagram reaches the client host, no EMP frame moves), every byte intact; under --strict the server refuses a plain client at once instead. Prints the time per connection, plain and preloaded clients, as figures.
+# timeout: 60
+. "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
+cluster_up
+CONNT=$ROOT/build/tests/sock/connt
+# datagrams into the client host (an OFFER would be one)
+on 1 nft add table inet negt
+on 1 nft add chain inet negt in '{ type filter hook input priority 0; }'
+on 1 nft add counter inet negt udp_in
+on 1 nft add rule inet negt in meta l4proto udp counter name udp_in
+udp_in() { on 1 nft list counter inet negt udp_in | awk '/packets/ { print $2 }'; }
+bg 2 "$T/server.log" "$ER" --debug "$CONNT" server 7330
+wait_port 2 7330
+u0=$(udp_in); f0=$(emp_rx 2); f1=$(emp_rx 1)
+on 1 "$CONNT" client 10.77.0.2 7330 300 2000 > "$T/plain.log" 2>&1 || { cat "$T/plain.log"; fail "plain client"; }
+cat "$T/plain.log"
+expect "300 plain connections echoed intact" grep -q "^ok 300 conns" "$T/plain.log"
+at_most "negotiation datagrams into the plain client's host" $(( $(udp_in) - u0 )) 0
+at_most "EMP frames into the server" $(( $(emp_rx 2) - f0 )) 0
+at_most "EMP frames into the client host" $(( $(emp_rx 1) - f1 )) 0
+expect "the server made no offer" bash -c "! grep -q 'offer' '$T/server.log'"
+# figures, not assertions: preloaded clients to the same server
+on 1 "$ER" --strict "$CONNT" client 10.77.0.2 7330 300 2000 | sed 's/^/preloaded: /'
+# the same plain client against a strict server: refused at once (kernel TCP is not allowed there)
+bg 2 "$T/strict.log" "$ER" --strict "$CONNT" server 7331
+wait_port 2 7331
+u0=$(udp_in)
+if on 1 "$CONNT" client 10.77.0.2 7331 1 100 > "$T/strictc.log" 2>&1; then fail "strict server served a plain client"; fi
+expect "strict server refused the plain client (no EMP mark)" grep -q "no EMP mark" "$T/strict.log"
+at_most "negotiation datagrams into the plain client's host (strict server)" $(( $(udp_in) - u0 )) 0

@@ -1,0 +1,194 @@
+/* test_peers.c: the engine's peer table: idle peers reclaimed for new ones, holds, HELLOs that may not allocate, STALE to strangers, session nonces. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runner.h"
+#include "harness.h"
+#include "../firmware/fw_int.h"
+
+#define MS 1000000ull
+#define S (1000 * MS)
+
+static uint32_t peers_of(struct harness *h, int i)
+{
+	uint32_t p = 0;
+	emp_get_usage(h->ep[i], NULL, &p, NULL);
+	return p;
+}
+
+/* A table of 3 peers and 7 hosts talking to host 0 in turn, twice round:
+ * every message arrives, idle peers give their slots to new ones, and a
+ * peer met again after its slot went to another starts a new session. */
+static void t_reclaim(void)
+{
+	struct emp_fw_config fwc;
+	emp__fw_config_defaults(&fwc);
+	fwc.max_peers = 3;
+	struct harness h;
+	h_init(&h, 8, NULL, &fwc);
+	for (int round = 0; round < 2; round++)
+		for (int i = 1; i < 8; i++) {
+			h_xfer(&h, i, 0, 3000, 7, (uint32_t)(round * 100 + i), 50 * MS);
+			h_xfer(&h, 0, i, 200, 8, (uint32_t)(round * 100 + i + 50), 50 * MS);
+			CHECK(peers_of(&h, 0) <= 3);
+			h_run(&h, NULL, NULL, EMP_PEER_IDLE_NS + 100 * MS);   /* idle */
+		}
+	struct emp_counters c = h_ctr(&h, 0);
+	CHECK(c.peers_reclaimed >= 11);             /* 14 sessions, 3 slots */
+	CHECK_EQ(c.drops[EMP_DROP_NO_PEER_SLOT], 0);
+	CHECK_EQ(c.send_errors + c.recv_errors, 0);
+	h_free(&h);
+}
+
+/* A held peer keeps its slot: with the table full of held peers a new one
+ * is refused; released and idle, its slot goes to the newcomer. */
+static void t_hold(void)
+{
+	struct emp_fw_config fwc;
+	emp__fw_config_defaults(&fwc);
+	fwc.max_peers = 2;
+	struct harness h;
+	h_init(&h, 4, NULL, &fwc);
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(1)), 0);
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(2)), 0);
+	h_xfer(&h, 1, 0, 100, 3, 1, 50 * MS);
+	h_run(&h, NULL, NULL, EMP_PEER_IDLE_NS * 2);
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(3)), -ENOBUFS);
+	emp_peer_release(h.ep[0], h_addr(1));
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(3)), 0);   /* 1 idle long enough */
+	h_xfer(&h, 3, 0, 100, 3, 2, 50 * MS);
+	h_xfer(&h, 2, 0, 100, 3, 3, 50 * MS);
+	CHECK_EQ(h_ctr(&h, 0).peers_reclaimed, 1);
+	h_free(&h);
+}
+
+/* Host 2 has no endpoint; a raw port speaks with its MAC from endpoint 5. */
+static void *stranger(struct harness *h)
+{
+	h_close(h, 2);
+	return h_raw_open(h, h->mac[2]);
+}
+
+static void raw_frame(struct harness *h, uint8_t type, struct h_frame *f)
+{
+	memset(f, 0, sizeof(*f));
+	memcpy(f->dst, h->mac[0], 6);
+	memcpy(f->src, h->mac[2], 6);
+	f->ethertype = EMP_ETHERTYPE_DEFAULT;
+	f->version = EMP_PROTO_VERSION;
+	f->type = type;
+	f->dst_ep = 1;
+	f->src_ep = 5;
+	f->src_inc = 0x77777777;
+	f->dst_inc = h_incarnation(h, 0);
+	f->session = 0x1234;
+	f->mtu = 1500;
+	f->nonce = 9;
+}
+
+/* A frame naming an incarnation of ours that is gone is answered with
+ * STALE, and allocates nothing for its sender. */
+static void t_stale_allocates_nothing(void)
+{
+	struct harness h;
+	h_init(&h, 3, NULL, NULL);
+	void *raw = stranger(&h);
+	struct h_frame f, g;
+	uint8_t b[EMP_FRAME_MAX];
+	raw_frame(&h, EMP_T_DATA, &f);
+	f.dst_inc ^= 1;
+	f.msg_id = 1; f.tag = 3; f.msg_len = 10; f.frag = 1000; f.plen = 10; f.flags = EMP_F_LAST;
+	for (int i = 0; i < 50; i++) {
+		f.src_ep = (uint16_t)(100 + i);      /* 50 different strangers */
+		h_raw_send(&h, raw, b, h_frame_build(&f, b));
+	}
+	h_run(&h, NULL, NULL, 5 * MS);
+	struct h_raw_frame *in = malloc(64 * sizeof *in);
+	CHECK(in);
+	int n = h_raw_recv(&h, raw, in, 64);
+	CHECK_EQ(n, 50);
+	CHECK_EQ(h_frame_parse(in[0].b, in[0].len, &g), 0);
+	CHECK_EQ(g.type, EMP_T_STALE);
+	CHECK_EQ(g.dst_ep, 100);
+	CHECK_EQ(h_ctr(&h, 0).stale_sent, 50);
+	CHECK_EQ(peers_of(&h, 0), 0);
+	free(in);
+	h_free(&h);
+}
+
+/* With hello_needs_hold a HELLO from an endpoint the host does not hold is
+ * dropped without a trace; held, the same HELLO opens a session. */
+static void t_hello_needs_hold(void)
+{
+	struct harness h;
+	h_init(&h, 3, NULL, NULL);
+	void *raw = stranger(&h);
+	emp_peer_policy(h.ep[0], 1);
+	struct h_frame f, g;
+	uint8_t b[EMP_FRAME_MAX];
+	raw_frame(&h, EMP_T_HELLO, &f);
+	f.dst_inc = 0;
+	for (int i = 0; i < 20; i++) {
+		f.src_ep = (uint16_t)(100 + i);
+		h_raw_send(&h, raw, b, h_frame_build(&f, b));
+	}
+	h_run(&h, NULL, NULL, 5 * MS);
+	struct h_raw_frame *in = malloc(64 * sizeof *in);
+	CHECK(in);
+	CHECK_EQ(h_raw_recv(&h, raw, in, 64), 0);
+	CHECK_EQ(peers_of(&h, 0), 0);
+	CHECK_EQ(h_ctr(&h, 0).drops[EMP_DROP_NO_SESSION], 20);
+	CHECK_EQ(emp_peer_hold(h.ep[0], (emp_addr_t){ 2, 100 }), 0);
+	f.src_ep = 100;
+	h_raw_send(&h, raw, b, h_frame_build(&f, b));
+	h_run(&h, NULL, NULL, 5 * MS);
+	CHECK_EQ(h_raw_recv(&h, raw, in, 64), 1);
+	CHECK_EQ(h_frame_parse(in[0].b, in[0].len, &g), 0);
+	CHECK_EQ(g.type, EMP_T_HELLO_ACK);
+	CHECK_EQ(g.session, 0x1234);
+	CHECK_EQ(g.nonce, 9);
+	CHECK_EQ(peers_of(&h, 0), 1);
+	free(in);
+	h_free(&h);
+}
+
+/* A peer that forgot us opens its session again with the same number: the
+ * nonce tells the sessions apart, so its message 1 is a new message, not
+ * a duplicate of the old session's message 1. */
+static void t_session_nonce(void)
+{
+	struct harness h;
+	h_init(&h, 3, NULL, NULL);
+	void *raw = stranger(&h);
+	struct h_frame f;
+	uint8_t b[EMP_FRAME_MAX], rb[64];
+	struct iovec v = { rb, sizeof rb };
+	emp_req_t *r;
+	struct emp_status st;
+	for (int life = 0; life < 2; life++) {
+		raw_frame(&h, EMP_T_HELLO, &f);
+		f.dst_inc = 0;
+		f.nonce = 100 + (uint32_t)life;      /* same session number both times */
+		h_raw_send(&h, raw, b, h_frame_build(&f, b));
+		CHECK_EQ(emp_post_recv(h.ep[0], (emp_addr_t){ 2, 5 }, 3, &v, 1, &r), 0);
+		raw_frame(&h, EMP_T_DATA, &f);
+		uint8_t payload[10];
+		memset(payload, 'a' + life, sizeof payload);
+		f.msg_id = 1; f.tag = 3; f.msg_len = 10; f.frag = 1000; f.plen = 10; f.flags = EMP_F_LAST;
+		f.payload = payload;
+		h_raw_send(&h, raw, b, h_frame_build(&f, b));
+		CHECK(h_wait(&h, 0, r, &st, 5 * MS));
+		CHECK_EQ(st.result, 10);
+		CHECK_EQ(rb[0], 'a' + life);
+	}
+	h_free(&h);
+}
+
+static const struct emp_test tests[] = {
+	{ "peers_reclaim", t_reclaim, 60 },
+	{ "peers_hold", t_hold, 30 },
+	{ "peers_stale_allocates_nothing", t_stale_allocates_nothing, 30 },
+	{ "peers_hello_needs_hold", t_hello_needs_hold, 30 },
+	{ "peers_session_nonce", t_session_nonce, 30 },
+};
+const struct emp_test_suite emp_suite_peers = { "peers", tests, sizeof(tests) / sizeof(tests[0]) };
