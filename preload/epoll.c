@@ -89,12 +89,16 @@ static int internal(uint64_t data) { return data - cookie < 3; }
 static int emu_state(struct es_sock *s)
 {
 	return s->kind == ES_KIND_SOCK && (s->state == ES_CONNECTING || s->state == ES_EMP ||
-					  s->state == ES_FAILED || s->state == ES_FOREIGN);
+					  s->state == ES_FAILED || s->state == ES_FOREIGN ||
+					  (s->state == ES_PENDING && s->ng.sv.begun));
 }
 
 static uint32_t want_of(const struct es_epreg *r)
 {
-	return (r->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) | EPOLLERR | EPOLLHUP;
+	/* a socket still to negotiate is taken by the wait whatever the interest */
+	int neg = r->s->state == ES_CONNECTING || r->s->state == ES_PENDING;
+	return (r->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) | EPOLLERR | EPOLLHUP |
+	       (neg ? EPOLLOUT : 0);
 }
 
 /* ---- the ready list (set->lock) ---- */
@@ -297,7 +301,10 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return r;
 	}
 	if (s->state == ES_PENDING) {
-		es__settle(fd, s, 1);
+		if (s->server && op == EPOLL_CTL_ADD)
+			es__settle_begin(fd, s);   /* the OFFER goes; a wait on the set settles it */
+		else
+			es__settle(fd, s, 1);
 		if (!(s = es__sock(fd)))
 			return R_(epoll_ctl)(epfd, op, fd, ev);
 	}
@@ -448,7 +455,8 @@ void es__epset_close(int fd, void *o)
 /* ---- waiting ---- */
 
 /* ready registrations into out (set->lock taken here); *settle gets an fd
- * whose non-blocking connect finished (negotiated by the caller, unlocked) */
+ * whose non-blocking connect finished, or an accepted one whose OFFER is out
+ * (negotiated by the caller, unlocked) */
 static int harvest(struct es_epset *set, struct epoll_event *out, int max, int *settle)
 {
 	int k = 0;
@@ -461,8 +469,8 @@ static int harvest(struct es_epset *set, struct epoll_event *out, int max, int *
 			rq_del(set, r);
 			continue;
 		}
-		if (s->state == ES_CONNECTING) {
-			if (!s->connected) {
+		if (s->state == ES_CONNECTING || s->state == ES_PENDING) {
+			if (s->state == ES_CONNECTING && !s->connected) {
 				rq_del(set, r);
 			} else if (*settle < 0) {
 				*settle = r->fd;         /* the caller negotiates it (unlocked) */

@@ -130,6 +130,11 @@ struct es_negst {
 	uint16_t peer_ep;                /* client: the server endpoint of the OFFER we answered */
 	uint32_t peer_lid, peer_bufs, peer_bufsz;
 	int hello_tries;                 /* client: HELLOs sent again (es__conn_hello_again) */
+	struct {                         /* server: an OFFER out before the settle (es__settle_begin) */
+		int begun, accepted;
+		int64_t t0, dl, next, gap, icmp_grace, sent;
+		uint64_t acc[6];             /* the ACCEPT taken (struct neg_msg) */
+	} sv;
 };
 
 struct es_sock {
@@ -224,6 +229,11 @@ int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct socka
  * socket at a time; others wait for its outcome); returns its state, ES_CAND when
  * it went to the kernel (s is freed then). */
 int es__settle(int fd, struct es_sock *s, int block);
+/* An accepted socket's negotiation started without waiting (its OFFER goes
+ * out; es__settle finishes it): an event loop's accept + epoll_ctl ADD for a
+ * backlog of connections sends every OFFER at once, not one round trip each.
+ * Returns the state as es__settle does. */
+int es__settle_begin(int fd, struct es_sock *s);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 

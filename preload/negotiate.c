@@ -284,20 +284,17 @@ static int take_proof(struct es_sock *s, const struct neg_msg *a)
 	return r;
 }
 
-/* The server's side; s is an accepted socket on its first use. Before the
- * OFFER its control receives are posted from any endpoint of the client's
- * host; the client answers with ACCEPT (naming its endpoint) and a HELLO
- * from that endpoint. The server sends nothing over EMP before that HELLO
- * has come from the endpoint the ACCEPT named: an ACCEPT naming another
- * process's endpoint gets nothing sent there, and is refused at the bound. */
-static int neg_server(struct es_sock *s)
+/* Everything up to the first OFFER; 0 when it is out, else 1 with *res the
+ * fallback's outcome. */
+static int neg_server_begin(struct es_sock *s, int *res)
 {
+	*res = 0;
 	if (s->ng.mark == MARK_PLAIN)
-		return es__neg_fallback(s, "the client's SYN has no EMP mark (plain program)");
+		return *res = es__neg_fallback(s, "the client's SYN has no EMP mark (plain program)"), 1;
 	emp_endpoint_t *ep = es__engine();
 	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
 	if (host < 0)
-		return es__neg_fallback(s, "no EMP endpoint");
+		return *res = es__neg_fallback(s, "no EMP endpoint"), 1;
 	es__neg_guard(&s->local);
 	int udp = es__neg_udp_socket(), one = 1;
 	if (udp < 0 || R_(setsockopt)(udp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
@@ -310,7 +307,7 @@ static int neg_server(struct es_sock *s)
 		if (e == EADDRINUSE && !atomic_exchange(&told, 1))
 			es__log("UDP port %u is held by another program (or user): no EMP negotiation for TCP port %u",
 				ntohs(s->local.sin_port), ntohs(s->local.sin_port));
-		return es__neg_fallback(s, "no side channel");
+		return *res = es__neg_fallback(s, "no side channel"), 1;
 	}
 	s->udp = udp;
 	do
@@ -319,30 +316,68 @@ static int neg_server(struct es_sock *s)
 	s->ng.ckey = 0;
 	s->ng.lid = es__conn_new_lid();
 	if (es__conn_create(s, (uint16_t)host, EMP_ANY_EP, s->ng.lid, s->ng.skey) < 0)
-		return es__neg_fallback(s, "cannot set up EMP (descriptors?)");
-	struct neg_msg o, m, acc;
-	es__neg_fill(&o, N_OFFER, s);
-	int64_t t0 = es__now_ns(), dl = t0 + es__g.neg_ms * 1000000ll, next = 0, gap = 1000000;
-	int accepted = 0;
+		return *res = es__neg_fallback(s, "cannot set up EMP (descriptors?)"), 1;
+	int64_t t0 = es__now_ns();
+	s->ng.sv.begun = 1;
+	s->ng.sv.accepted = 0;
+	s->ng.sv.t0 = t0;
+	s->ng.sv.dl = t0 + es__g.neg_ms * 1000000ll;
+	s->ng.sv.gap = 1000000;
 	/* A marked client binds its UDP twin right after its kernel connect
 	 * picked the port: an OFFER can beat it (ICMP). For a short while that
 	 * means "not yet" (the OFFER goes again soon), after it "plain". */
-	int64_t icmp_grace = s->ng.mark == MARK_EMP ? t0 + 20000000ll : t0;
+	s->ng.sv.icmp_grace = s->ng.mark == MARK_EMP ? t0 + 20000000ll : t0;
+	struct neg_msg o;
+	es__neg_fill(&o, N_OFFER, s);
+	R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);   /* a refusal shows in the settle's recv */
+	s->ng.sv.sent = t0;
+	s->ng.sv.next = t0 + s->ng.sv.gap;
+	return 0;
+}
+
+/* The server's side; s is an accepted socket on its first use. Before the
+ * OFFER its control receives are posted from any endpoint of the client's
+ * host; the client answers with ACCEPT (naming its endpoint) and a HELLO
+ * from that endpoint. The server sends nothing over EMP before that HELLO
+ * has come from the endpoint the ACCEPT named: an ACCEPT naming another
+ * process's endpoint gets nothing sent there, and is refused at the bound.
+ * The OFFER may have gone out earlier (es__settle_begin). */
+static int neg_server(struct es_sock *s)
+{
+	_Static_assert(sizeof(struct neg_msg) <= sizeof s->ng.sv.acc, "ACCEPT copy");
+	int res;
+	if (!s->ng.sv.begun && neg_server_begin(s, &res))
+		return res;
+	emp_endpoint_t *ep = es__engine();
+	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
+	int udp = s->udp;
+	struct neg_msg o, m, acc;
+	memcpy(&acc, s->ng.sv.acc, sizeof acc);
+	es__neg_fill(&o, N_OFFER, s);
+	/* an OFFER sent early may have waited on a busy loop's ready list: the
+	 * bound counts from this settle too (the client waits while it hears
+	 * OFFERs: EMP_NEG_TIMEOUT_KNOWN_MS); an OFFER more than a gap old goes again */
+	int64_t t1 = es__now_ns() + es__g.neg_ms * 1000000ll;
+	if (t1 > s->ng.sv.dl)
+		s->ng.sv.dl = t1;
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
 		int64_t now = es__now_ns();
 		int refused = 0;
-		if (!accepted && now >= next) {
-			refused = R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED;
-			next = now + gap;
-			if (gap < 20000000)
-				gap *= 2;
+		if (!s->ng.sv.accepted && now >= s->ng.sv.next) {
+			if (R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
+				refused = 1;
+			else
+				s->ng.sv.sent = now;
+			s->ng.sv.next = now + s->ng.sv.gap;
+			if (s->ng.sv.gap < 20000000)
+				s->ng.sv.gap *= 2;
 		}
 		for (;;) {
 			ssize_t n = R_(recv)(udp, &m, sizeof m, MSG_DONTWAIT);
 			if (n < 0) {
 				if (errno == ECONNREFUSED) {
-					refused |= !accepted;
+					refused |= !s->ng.sv.accepted;
 					continue;
 				}
 				break;
@@ -351,10 +386,10 @@ static int neg_server(struct es_sock *s)
 				es__neg_count_forged(s, "not of this negotiation");
 				continue;
 			}
-			if (m.type == N_REJECT && (!accepted || m.ckey == s->ng.ckey))
+			if (m.type == N_REJECT && (!s->ng.sv.accepted || m.ckey == s->ng.ckey))
 				return es__neg_fallback(s, "client declined EMP");
-			if (m.type != N_ACCEPT || accepted || !es__neg_params_ok(&m) || !m.ckey) {
-				if (m.type != N_ACCEPT || !accepted || memcmp(&m, &acc, sizeof m))
+			if (m.type != N_ACCEPT || s->ng.sv.accepted || !es__neg_params_ok(&m) || !m.ckey) {
+				if (m.type != N_ACCEPT || !s->ng.sv.accepted || memcmp(&m, &acc, sizeof m))
 					es__neg_count_forged(s, "unexpected or out of bounds");
 				continue;
 			}
@@ -365,16 +400,21 @@ static int neg_server(struct es_sock *s)
 			}
 			emp_peer_release(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) });
 			acc = m;
+			memcpy(s->ng.sv.acc, &acc, sizeof acc);
 			s->ng.ckey = m.ckey;
-			accepted = 1;
+			s->ng.sv.accepted = 1;
 		}
-		if (refused && now >= icmp_grace)
+		/* an OFFER sent within the grace (the last one that went) met a
+		 * client not bound yet: again soon */
+		if (refused && s->ng.sv.sent >= s->ng.sv.icmp_grace)
 			return es__neg_fallback(s, "client host refused the offer (plain program)");
-		if (refused) {                   /* not bound yet: again soon */
-			next = now + 200000;
-			gap = 1000000;
+		if (refused) {
+			s->ng.sv.next = now + 200000;
+			s->ng.sv.gap = 1000000;
+			if (now >= s->ng.sv.icmp_grace)
+				s->ng.sv.icmp_grace = now;   /* the next refusal decides */
 		}
-		if (accepted && es__conn_hello_seen(s)) {
+		if (s->ng.sv.accepted && es__conn_hello_seen(s)) {
 			if (es__conn_hello_ep(s) != ntohs(acc.ep)) {
 				send_reject(s);
 				return es__neg_fallback(s, "the client's HELLO came from another endpoint");
@@ -383,9 +423,10 @@ static int neg_server(struct es_sock *s)
 				return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
 			return es__neg_finish_emp(s);
 		}
+		int64_t dl = s->ng.sv.dl;
 		if (now >= dl) {
 			send_reject(s);
-			if (accepted) {
+			if (s->ng.sv.accepted) {
 				unsigned n = atomic_fetch_add(&es__negstats.refused, 1) + 1;
 				es__log("connection from %s:%u: the endpoint its ACCEPT named (%u) never proved itself: refused (%u so far)",
 					inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port), ntohs(acc.ep), n);
@@ -393,7 +434,7 @@ static int neg_server(struct es_sock *s)
 			}
 			return es__neg_fallback(s, "client did not answer the EMP offer");
 		}
-		int64_t until = accepted ? dl : (next < dl ? next : dl);
+		int64_t until = s->ng.sv.accepted ? dl : (s->ng.sv.next < dl ? s->ng.sv.next : dl);
 		es__neg_wait(s, udp, until, 1, seq0);
 	}
 }
@@ -486,6 +527,32 @@ int es__settle(int fd, struct es_sock *s, int block)
 	pthread_cond_broadcast(&settle_cv);
 	pthread_mutex_unlock(&settle_mu);
 	return r;
+}
+
+int es__settle_begin(int fd, struct es_sock *s)
+{
+	pthread_mutex_lock(&settle_mu);
+	if (es__sock(fd) != s || s->ng.settling || s->state != ES_PENDING || !s->server || s->ng.sv.begun) {
+		int r = es__sock(fd) == s ? s->state : ES_CAND;
+		pthread_mutex_unlock(&settle_mu);
+		return r;
+	}
+	s->ng.settling = 1;
+	pthread_mutex_unlock(&settle_mu);
+	int e = errno, res = ES_PENDING;
+	if (neg_server_begin(s, &res) == 0) {
+		es__sock_lock(s);
+		es__sock_update(s, 1);   /* on its sets' ready lists: a wait settles it */
+		es__sock_unlock(s);
+	}
+	if (res != ES_FAILED)
+		errno = e;
+	pthread_mutex_lock(&settle_mu);
+	if (res != ES_CAND)
+		s->ng.settling = 0;
+	pthread_cond_broadcast(&settle_cv);
+	pthread_mutex_unlock(&settle_mu);
+	return res;
 }
 
 static void child_fix(int fd, void *o, void *arg)

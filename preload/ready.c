@@ -40,6 +40,8 @@ unsigned es__events(struct es_sock *s)
 		return POLLERR | POLLHUP | POLLIN | POLLOUT;
 	case ES_CONNECTING:
 		return s->connected ? POLLOUT : 0;    /* the connect finished: negotiate */
+	case ES_PENDING:
+		return s->ng.sv.begun ? POLLOUT : 0;  /* OFFER out: a wait settles it */
 	default:
 		return 0;
 	}
