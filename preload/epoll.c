@@ -627,6 +627,8 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
 {
 	struct es_epset *set = NULL;
+	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
+again:
 	if (!es__tl_in && max > 0) {
 		pthread_mutex_lock(&ep_lock);
 		set = set_get(epfd, 0);
@@ -636,8 +638,20 @@ static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, co
 			set->refs++;
 		pthread_mutex_unlock(&ep_lock);
 	}
-	if (!set)
-		return mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+	if (!set) {
+		int k = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+		if (k <= 0 || es__tl_in || !__atomic_load_n(&cookie, __ATOMIC_ACQUIRE))
+			return k;
+		/* another thread armed the set (an EMP socket added) while this one
+		 * slept in the kernel: our entries never reach the application; with
+		 * only those, wait again on the set's ready list */
+		int m = filter(evs, k);
+		if (m)
+			return m;
+		if (timeout > 0)
+			timeout = dl > es__now_ns() ? (int)((dl - es__now_ns() + 999999) / 1000000) : 0;
+		goto again;
+	}
 	int e = errno;
 	int n = set->gen == es__g.gen ? ewait(set, evs, max, timeout, mask) : -2;
 	if (n == -2) {   /* inherited across fork: the parent's lists; the kernel's answer only */
