@@ -78,6 +78,7 @@ struct es_epset {
 
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t cookie;
+static atomic_int raw_sleepers;           /* threads in the kernel's epoll_wait on a set with no EMP socket yet */
 #define C_DEV 0
 #define C_LIVE 1
 #define C_WAKE 2
@@ -217,6 +218,10 @@ static int set_arm(struct es_epset *set)
 		if (lfd >= 0)
 			R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, lfd, &ev);
 		set->armed = 1;
+		/* a thread may already sleep in the kernel on this set (epoll_any,
+		 * unarmed): wake it, so that it waits again on the ready list */
+		if (!set->nested && atomic_load(&raw_sleepers))
+			set_signal(set);
 	}
 	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
 	if (!set->dev_in && ep && emp_wait_fd(ep) >= 0) {
@@ -628,7 +633,8 @@ static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, co
 {
 	struct es_epset *set = NULL;
 	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
-again:
+again:;
+	int raw = 0;
 	if (!es__tl_in && max > 0) {
 		pthread_mutex_lock(&ep_lock);
 		set = set_get(epfd, 0);
@@ -636,10 +642,14 @@ again:
 			set = NULL;              /* kernel fds only: the kernel's answer as it is */
 		if (set)
 			set->refs++;
+		else
+			raw = 1, atomic_fetch_add(&raw_sleepers, 1);   /* before set_arm looks (ep_lock) */
 		pthread_mutex_unlock(&ep_lock);
 	}
 	if (!set) {
 		int k = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+		if (raw)
+			atomic_fetch_sub(&raw_sleepers, 1);
 		if (k <= 0 || es__tl_in || !__atomic_load_n(&cookie, __ATOMIC_ACQUIRE))
 			return k;
 		/* another thread armed the set (an EMP socket added) while this one

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -49,7 +50,8 @@
 static int et;
 static atomic_int errors;
 
-#define ERR(...) do { fprintf(stderr, "mtepoll: " __VA_ARGS__); fputc('\n', stderr); atomic_fetch_add(&errors, 1); } while (0)
+static void quit_all(void);
+#define ERR(...) do { fprintf(stderr, "mtepoll: " __VA_ARGS__); fputc('\n', stderr); atomic_fetch_add(&errors, 1); quit_all(); } while (0)
 
 static uint64_t xs(uint64_t *s)
 {
@@ -128,7 +130,7 @@ struct sconn {
 
 struct sthread {
 	pthread_t t;
-	int idx, ep, lfd;
+	int idx, ep, lfd, quit;             /* quit: an eventfd in the set, written when all is done */
 	int conns;
 	uint64_t bytes, records;
 };
@@ -137,6 +139,15 @@ static struct sthread st[MAXT];
 static int nthreads, nconns, port;
 static atomic_int done_conns, next_id;
 static struct sconn **conns_by_id;
+
+/* every server thread leaves its loop (the client process has no quit fds) */
+static void quit_all(void)
+{
+	uint64_t one = 1;
+	for (int i = 0; i < nthreads; i++)
+		if (st[i].quit > 0 && write(st[i].quit, &one, 8) != 8)
+			die("write quit");
+}
 
 /* check the record structure of n newly read bytes */
 static void parse(struct sconn *c, const uint8_t *p, size_t n)
@@ -234,7 +245,8 @@ static void s_finish(struct sthread *t, struct sconn *c)
 	conns_by_id[c->id] = NULL;
 	free(c->ring);
 	free(c);
-	atomic_fetch_add(&done_conns, 1);
+	if (atomic_fetch_add(&done_conns, 1) + 1 == nconns)
+		quit_all();
 }
 
 static struct sconn *s_new(int fd)
@@ -291,14 +303,17 @@ static void *s_thread(void *arg)
 {
 	struct sthread *t = arg;
 	struct epoll_event evs[64];
+	/* no timeout: a wake that never comes fails the test (the client gives up) */
 	while (atomic_load(&done_conns) < nconns && !atomic_load(&errors)) {
-		int n = epoll_wait(t->ep, evs, 64, 200);
+		int n = epoll_wait(t->ep, evs, 64, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			die("epoll_wait");
 		for (int i = 0; i < n; i++) {
 			uint64_t d = evs[i].data.u64;
+			if (d == (MAGIC << 32 | 0xfffffffeu))             /* quit */
+				return NULL;
 			if (d == (MAGIC << 32 | 0xffffffffu)) {          /* our listener */
 				int fd;
 				while ((fd = accept4(t->lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0)
@@ -345,6 +360,10 @@ static int server(int handoff)
 		st[i].idx = i;
 		st[i].ep = epoll_create1(EPOLL_CLOEXEC);
 		st[i].lfd = -1;
+		st[i].quit = eventfd(0, EFD_CLOEXEC);
+		struct epoll_event qev = { .events = EPOLLIN, .data.u64 = MAGIC << 32 | 0xfffffffeu };
+		if (st[i].quit < 0 || epoll_ctl(st[i].ep, EPOLL_CTL_ADD, st[i].quit, &qev) < 0)
+			die("quit eventfd");
 		if (!handoff) {
 			st[i].lfd = reuse_listener();
 			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = MAGIC << 32 | 0xffffffffu };
@@ -489,8 +508,8 @@ static void *c_thread(void *arg)
 	int left = t->n;
 	double t0 = mono();
 	while (left && !atomic_load(&errors)) {
-		if (mono() - t0 > 40) {
-			ERR("client thread %d: %d connections unfinished after 40 s", t->idx, left);
+		if (mono() - t0 > 20) {
+			ERR("client thread %d: %d connections unfinished after 20 s", t->idx, left);
 			break;
 		}
 		int n = epoll_wait(t->ep, evs, 64, 1000);
