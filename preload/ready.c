@@ -70,8 +70,11 @@ void es__sock_update(struct es_sock *s, int edge)
 {
 	unsigned ev = es__events(s);
 	unsigned old = atomic_exchange(&s->evmask, ev);
-	if (!(ev & ~old) && !edge)
-		return;                      /* only bits cleared: ready lists drop them lazily */
+	if (!(ev & ~old) && !edge) {
+		if ((old & ~ev) && s->epregs)
+			es__ep_cleared(s, ev);   /* only bits cleared: nested sets now, others lazily */
+		return;
+	}
 	for (struct es_waiter *w = s->waiters; w; w = w->next)
 		es__wake(w->wk);
 	if (s->epregs)

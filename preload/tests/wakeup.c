@@ -46,6 +46,7 @@
 #include "socklib.h"
 
 #define BOUND 1.0                 /* s: a round (or a wake) slower than this is a lost wakeup */
+#define TOTAL 20.0                /* s: all rounds (normally about 1 s for 2000) */
 
 static int fails;
 #define CHECK(c, ...) do { if (c) printf("ok   " __VA_ARGS__); else { printf("FAIL " __VA_ARGS__); fails++; } printf("\n"); } while (0)
@@ -327,6 +328,13 @@ static int client_rounds(const char *host, int port, const char *mode, long roun
 	prctl(PR_SET_TIMERSLACK, 1UL);
 	double worst = 0, sum = 0, t0 = mono();
 	for (long i = 0; i < rounds; i++) {
+		if (mono() - t0 > TOTAL) {
+			/* each round got its answer, but slowly: a wakeup was missed and
+			 * something slower (a timer) did the work */
+			fprintf(stderr, "wakeup: only %ld of %ld rounds in %.0f s (worst %.0f ms, mean %.1f ms)\n", i, rounds,
+				TOTAL, worst * 1000, sum / i * 1000);
+			exit(1);
+		}
 		double t = round_on(sa, i);
 		sum += t;
 		if (t > worst)

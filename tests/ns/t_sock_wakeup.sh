@@ -8,8 +8,10 @@ WK=$ROOT/build/tests/sock/wakeup
 ROUNDS=${WAKEUP_ROUNDS:-2000}
 cluster_up
 port=7840
+ONLY=${WAKEUP_ONLY:-.}           # a regular expression on "MODE HOW" / "kfd": run only those
 run() { # run single|cross epoll|poll|read
 	port=$((port + 1))
+	[[ "$1 $2" =~ $ONLY ]] || return 0
 	local f0; f0=$(emp_rx 2)
 	bg 2 "$T/s-$1-$2.log" env EMP_SPIN_US=0 "$ER" --strict "$WK" server $port "$1" "$2"
 	local srv=${PIDS[-1]}
@@ -27,6 +29,7 @@ for mode in single cross; do
 done
 # (c) kernel fds beside idle EMP sockets; a late registration
 port=$((port + 1))
+[[ kfd =~ $ONLY ]] || exit 0
 bg 2 "$T/s-kfd.log" env EMP_SPIN_US=0 "$ER" --strict "$WK" server $port kfd
 srv=${PIDS[-1]}
 wait_port 2 $port
