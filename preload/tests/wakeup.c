@@ -18,8 +18,9 @@
  *
  * kfd: with an idle EMP socket in the same set (or poll array), a pipe written
  * by another thread after 200 ms must end epoll_wait/poll at once (well
- * before their 5 s timeout); and an EMP socket with data already waiting,
- * added to a set another thread already sleeps on, must wake that thread.
+ * before their 5 s timeout); with nothing at all they end at their timeout;
+ * and an EMP socket with data already waiting, added to a set another thread
+ * already sleeps on, must wake that thread.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -223,6 +224,22 @@ static int server_kfd(int l)
 		      "poll: the pipe written by another thread ends the wait (%d, %.0f ms)", n, dt * 1000);
 		if (read(pp[0], b, 1) != 1)
 			die("pipe read");
+	}
+	for (int i = 0; i < 2; i++) {
+		/* timeouts: nothing comes, the waits end at their timeout */
+		struct pollfd p = { s, POLLIN, 0 };
+		double t0 = mono();
+		int n = poll(&p, 1, 300);
+		double dt = mono() - t0;
+		CHECK(n == 0 && dt >= 0.3 && dt < BOUND, "poll on an idle EMP socket: timeout after %.0f ms (300)", dt * 1000);
+		int ep = epoll_create1(0);
+		add_in(ep, s, 1);
+		struct epoll_event ev;
+		t0 = mono();
+		n = epoll_wait(ep, &ev, 1, 300);
+		dt = mono() - t0;
+		CHECK(n == 0 && dt >= 0.3 && dt < BOUND, "epoll_wait on an idle EMP socket: timeout after %.0f ms (300)", dt * 1000);
+		close(ep);
 	}
 	for (int i = 0; i < 3; i++) {
 		/* 3. data waits on the EMP socket (seen by poll, not read); another
