@@ -348,14 +348,8 @@ static int server(int handoff)
 {
 	conns_by_id = calloc(nconns + 1, sizeof *conns_by_id);
 	int l = -1;
-	if (handoff) {
-		l = socket(AF_INET, SOCK_STREAM, 0);
-		int one = 1;
-		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-		if (bind(l, (void *)&a, sizeof a) < 0 || listen(l, 256) < 0)
-			die("listen");
-	}
+	if (handoff && listen(l = listener(port), 256) < 0)      /* a longer backlog */
+		die("listen");
 	for (int i = 0; i < nthreads; i++) {
 		st[i].idx = i;
 		st[i].ep = epoll_create1(EPOLL_CLOEXEC);
