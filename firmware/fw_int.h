@@ -146,6 +146,7 @@ struct emp_fw {
 	uint8_t *bounce;            /* [TXB_MAX][mtu] for frames with too many pieces */
 	uint32_t reply_tokens;      /* unasked replies that may go now (limit.c) */
 	uint64_t reply_refill;      /* when the bucket was last refilled */
+	struct { uint32_t key; uint64_t at; } reply_anon[16]; /* replies to senders without a peer slot (limit.c) */
 	struct emp_counters ctr;
 };
 
@@ -241,5 +242,6 @@ int emp__recv_expired(struct emp_fw *fw, int32_t p, int32_t r, uint64_t now);
 int emp__recv_dead(const struct peer *pe, uint32_t msg_id, uint16_t session);
 /* limit.c: STALE and HELLO_ACK are sent unasked (a spoofed frame draws one): 1 if one may go to p now */
 int emp__reply_ok(struct emp_fw *fw, int32_t p, uint64_t now);
+int emp__reply_ok_anon(struct emp_fw *fw, uint16_t host, uint16_t ep, uint64_t now);
 
 #endif

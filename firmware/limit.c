@@ -14,6 +14,34 @@
 
 #define REPLY_BURST 64u
 
+/* The last reply time of a sender with no peer slot (a STALE to an unknown
+ * source): a small direct-mapped table keyed by host and endpoint, so one
+ * such sender gets one reply per gap like a known peer; a collision only
+ * makes the newer sender share the older one's budget. */
+static uint64_t *anon_slot(struct emp_fw *fw, uint16_t host, uint16_t ep)
+{
+	uint32_t key = ((uint32_t)host << 16 | ep) + 1u;
+	uint32_t i = (key * 2654435761u) >> 28;          /* 16 slots */
+	if (fw->reply_anon[i].key != key) {
+		fw->reply_anon[i].key = key;
+		fw->reply_anon[i].at = 0;
+	}
+	return &fw->reply_anon[i].at;
+}
+
+int emp__reply_ok_anon(struct emp_fw *fw, uint16_t host, uint16_t ep, uint64_t now)
+{
+	uint64_t *at = anon_slot(fw, host, ep);
+	if (*at && now - *at < fw->cfg.rto_ns / 4) {
+		fw->ctr.replies_limited++;
+		return 0;
+	}
+	if (!emp__reply_ok(fw, NIL, now))
+		return 0;
+	*at = now ? now : 1;
+	return 1;
+}
+
 int emp__reply_ok(struct emp_fw *fw, int32_t p, uint64_t now)
 {
 	uint64_t gap = fw->cfg.rto_ns / 4;

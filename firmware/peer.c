@@ -342,7 +342,9 @@ void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h)
 {
 	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
-	if (!emp__reply_ok(fw, p, fw->now))      /* forged frames draw no flood (limit.c) */
+	int ok = p != NIL ? emp__reply_ok(fw, p, fw->now)
+	                  : emp__reply_ok_anon(fw, (uint16_t)h->host, h->src_ep, fw->now);
+	if (!ok)                                 /* forged frames draw no flood (limit.c) */
 		return;
 	if (p == NIL) {
 		p = (int32_t)fw->cfg.max_peers;
