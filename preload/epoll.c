@@ -78,6 +78,7 @@ struct es_epset {
 
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t cookie;
+static atomic_int raw_sleepers[64];       /* by epfd % 64: threads in the kernel's epoll_wait on a set with no EMP socket yet */
 #define C_DEV 0
 #define C_LIVE 1
 #define C_WAKE 2
@@ -151,6 +152,22 @@ static void set_drain(struct es_epset *set)
 	}
 }
 
+/* A set inside other sets looks readable to them while its eventfd is: with
+ * nothing on its list it must stop. The drain comes first; a push that raced
+ * with it (its write may have been drained) is seen by the second look, which
+ * writes again. */
+static void set_quiet(struct es_epset *set)
+{
+	if (!set->nested || atomic_load(&set->nready))
+		return;
+	set_drain(set);
+	if (atomic_load(&set->nready)) {
+		uint64_t one = 1;
+		atomic_store(&set->signaled, 1);
+		R_(write)(set->efd, &one, 8);
+	}
+}
+
 /* r's socket is ready for it (or had an edge): onto the list; the set's
  * sleeper, if any, is woken once. s->lock held. */
 static void push(struct es_epreg *r, int edge)
@@ -164,6 +181,22 @@ static void push(struct es_epreg *r, int edge)
 	pthread_mutex_unlock(&set->lock);
 	if (wake)
 		set_signal(set);
+}
+
+/* s lost readiness bits (a read took its data): registrations in nested
+ * sets leave their lists now, so the outer sets stop seeing the inner ones
+ * readable (elsewhere harvest drops them lazily). s->lock held. */
+void es__ep_cleared(struct es_sock *s, unsigned ev)
+{
+	for (struct es_epreg *r = s->epregs; r; r = r->snext) {
+		struct es_epset *set = r->set;
+		if (!set->nested || (ev & want_of(r)))
+			continue;
+		pthread_mutex_lock(&set->lock);
+		rq_del(set, r);
+		pthread_mutex_unlock(&set->lock);
+		set_quiet(set);
+	}
 }
 
 void es__ep_ready(struct es_sock *s, unsigned ev, int edge)
@@ -221,6 +254,10 @@ static int set_arm(struct es_epset *set)
 		if (lfd >= 0)
 			R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, lfd, &ev);
 		set->armed = 1;
+		/* a thread may already sleep in the kernel on this set (epoll_any,
+		 * unarmed): wake it, so that it waits again on the ready list */
+		if (!set->nested && atomic_load(&raw_sleepers[set->epfd & 63]))
+			set_signal(set);
 	}
 	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
 	if (!set->dev_in && ep && emp_wait_fd(ep) >= 0) {
@@ -294,8 +331,12 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			 * readable, so the outer wait sees it */
 			pthread_mutex_lock(&ep_lock);
 			inner->nested = 1;
-			if (set_arm(inner) == 0 && atomic_load(&inner->nready))
-				set_signal(inner);
+			if (set_arm(inner) == 0) {
+				if (atomic_load(&inner->nready))
+					set_signal(inner);
+				else
+					set_quiet(inner);    /* a wake left from before it was nested */
+			}
 			pthread_mutex_unlock(&ep_lock);
 		}
 		return r;
@@ -584,11 +625,8 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 			if (!n)
 				continue;
 		}
-		if (n) {
-			if (set->nested && !atomic_load(&set->nready))
-				set_drain(set);
+		if (n)
 			return n;
-		}
 		int64_t left = dl < 0 ? -1 : dl - es__now_ns();
 		if (left < 0 && dl >= 0)
 			left = 0;
@@ -635,6 +673,9 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
 {
 	struct es_epset *set = NULL;
+	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
+again:;
+	int raw = 0;
 	if (!es__tl_in && max > 0) {
 		pthread_mutex_lock(&ep_lock);
 		set = set_get(epfd, 0);
@@ -642,12 +683,30 @@ static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, co
 			set = NULL;              /* kernel fds only: the kernel's answer as it is */
 		if (set)
 			set->refs++;
+		else
+			raw = 1, atomic_fetch_add(&raw_sleepers[epfd & 63], 1);   /* before set_arm looks (ep_lock) */
 		pthread_mutex_unlock(&ep_lock);
 	}
-	if (!set)
-		return mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+	if (!set) {
+		int k = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+		if (raw)
+			atomic_fetch_sub(&raw_sleepers[epfd & 63], 1);
+		if (k <= 0 || es__tl_in || !__atomic_load_n(&cookie, __ATOMIC_ACQUIRE))
+			return k;
+		/* another thread armed the set (an EMP socket added) while this one
+		 * slept in the kernel: our entries never reach the application; with
+		 * only those, wait again on the set's ready list */
+		int m = filter(evs, k);
+		if (m)
+			return m;
+		if (timeout > 0)
+			timeout = dl > es__now_ns() ? (int)((dl - es__now_ns() + 999999) / 1000000) : 0;
+		goto again;
+	}
 	int e = errno;
 	int n = set->gen == es__g.gen ? ewait(set, evs, max, timeout, mask) : -2;
+	if (n >= 0)
+		set_quiet(set);              /* nested and nothing left: its outer sets stop seeing it */
 	if (n == -2) {   /* inherited across fork: the parent's lists; the kernel's answer only */
 		n = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
 		if (n > 0)

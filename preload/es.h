@@ -312,6 +312,7 @@ void es__ep_sock_switched(struct es_sock *s); /* state changed: re-home registra
 void es__epset_close(int fd, void *set);
 /* s's readiness changed (ev, edge): onto the ready lists of its sets; s->lock held */
 void es__ep_ready(struct es_sock *s, unsigned ev, int edge);
+void es__ep_cleared(struct es_sock *s, unsigned ev);   /* bits dropped: nested sets stop looking ready */
 
 /* ---- poll/select (poll.c) ---- */
 int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask);

@@ -128,8 +128,10 @@ void es__sock_unref_fd(int fd, struct es_sock *s)
 	es__neg_close_udp(s);
 	if (!s->c)
 		es__live_del(s);   /* (a connection leaves the set in its teardown) */
-	if (!es__conn_destroy(s, !s->linger0 && s->state == ES_EMP))
+	if (!es__conn_destroy(s, !s->linger0 && s->state == ES_EMP)) {
+		es__hooks_quiesce();   /* a liveness harvest that found s before we unmapped it */
 		free(s);   /* else the linger list owns it (and may have freed it already) */
+	}
 }
 
 void es__sock_lock(struct es_sock *s)

@@ -457,6 +457,7 @@ void es__drop_to_kernel(int fd, struct es_sock *s)
 	es__fd_unlock();
 	es__ep_sock_switched(s);
 	s->kind = 0;
+	es__hooks_quiesce();   /* a liveness harvest that found s before the unmap */
 	free(s);   /* callers only compare the pointer after this */
 }
 

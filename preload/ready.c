@@ -74,8 +74,11 @@ void es__sock_update(struct es_sock *s, int edge)
 	unsigned old = atomic_exchange(&s->evmask, ev);
 	if (edge)
 		atomic_fetch_add(&s->seq, 1);
-	if (!(ev & ~old) && !edge)
-		return;                      /* only bits cleared: ready lists drop them lazily */
+	if (!(ev & ~old) && !edge) {
+		if ((old & ~ev) && s->epregs)
+			es__ep_cleared(s, ev);   /* only bits cleared: nested sets now, others lazily */
+		return;
+	}
 	for (struct es_waiter *w = s->waiters; w; w = w->next)
 		es__wake(w->wk);
 	if (s->epregs)
@@ -114,7 +117,8 @@ void es__on_completions(void *arg, emp_req_t *const *reqs, int n)
 }
 
 /* A connection about to be freed has cleared its requests' user pointers;
- * a hook that read one before that has announced itself and finishes first. */
+ * a hook that read one before that has announced itself and finishes first
+ * (so does a liveness harvest that found the socket in the fd table). */
 void es__hooks_quiesce(void)
 {
 	while (atomic_load(&hooks_active))
@@ -180,17 +184,32 @@ void es__live_harvest(void)
 		for (int i = 0; i < n; i++) {
 			int fd = (int)(h[i].data.u64 >> 32);
 			uint32_t id = (uint32_t)h[i].data.u64;
-			struct es_sock *s = es__sock(fd);
-			if (!s || s->ident != id)
-				continue;            /* closed since, or another socket now */
-			es__sock_lock(s);
-			if (s->state == ES_EMP) {
-				es__kernel_check(s);
-			} else if (s->state == ES_CONNECTING && (h[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-				s->connected = 1;
-				es__sock_update(s, 1);
+			/* the socket is another thread's, which may be closing (and
+			 * freeing) it: announced like a completion hook (the closer
+			 * waits for us before it frees), and never blocking on its lock
+			 * (a closer holds it while it waits) */
+			for (;;) {
+				atomic_fetch_add(&hooks_active, 1);
+				struct es_sock *s = es__sock(fd);
+				if (!s || s->ident != id) {
+					atomic_fetch_sub(&hooks_active, 1);
+					break;               /* closed since, or another socket now */
+				}
+				if (pthread_mutex_trylock(&s->lock)) {
+					atomic_fetch_sub(&hooks_active, 1);
+					sched_yield();
+					continue;
+				}
+				if (s->state == ES_EMP) {
+					es__kernel_check(s);
+				} else if (s->state == ES_CONNECTING && (h[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+					s->connected = 1;
+					es__sock_update(s, 1);
+				}
+				es__sock_unlock(s);
+				atomic_fetch_sub(&hooks_active, 1);
+				break;
 			}
-			es__sock_unlock(s);
 		}
 		if (n < 64)
 			break;

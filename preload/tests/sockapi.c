@@ -149,6 +149,21 @@ static int client(const char *host, int port)
 	epoll_ctl(ep, EPOLL_CTL_ADD, pp[0], &(struct epoll_event){ .events = EPOLLIN, .data.u64 = 99 });
 	n = epoll_wait(ep, out, 2, 100);
 	CHECK(n == 0, "epoll: nothing ready yet (%d)", n);
+	/* nested: the socket in an inner set, the inner set in an outer one */
+	int inner = epoll_create1(0), outer = epoll_create1(0);
+	CHECK(epoll_ctl(inner, EPOLL_CTL_ADD, s, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = 0x77 }) == 0,
+	      "the socket in an inner epoll set too");
+	CHECK(epoll_ctl(outer, EPOLL_CTL_ADD, inner, &(struct epoll_event){ .events = EPOLLIN, .data.u64 = 0x88 }) == 0 &&
+	      epoll_ctl(outer, EPOLL_CTL_ADD, pp[0], &(struct epoll_event){ .events = EPOLLIN, .data.u64 = 99 }) == 0,
+	      "the inner set and a pipe in an outer set");
+	n = epoll_wait(outer, out, 2, 100);
+	CHECK(n == 0, "nested: nothing ready yet (%d)", n);
+	n = epoll_wait(outer, out, 2, 3000);
+	CHECK(n == 1 && out[0].data.u64 == 0x88 && (out[0].events & EPOLLIN),
+	      "nested: data on the socket makes the outer set report the inner set (%d, data %#llx)", n,
+	      n > 0 ? (unsigned long long)out[0].data.u64 : 0ull);
+	n = epoll_wait(inner, out, 2, 0);
+	CHECK(n == 1 && out[0].data.u64 == 0x77 && (out[0].events & EPOLLIN), "nested: the inner set returns the socket");
 	n = epoll_wait(ep, out, 2, 3000);
 	CHECK(n == 1 && out[0].data.u64 == 0x1234 && (out[0].events & EPOLLIN), "epoll LT: socket readable");
 	n = epoll_wait(ep, out, 2, 100);
@@ -159,6 +174,11 @@ static int client(const char *host, int port)
 	CHECK(n == 1, "epoll ONESHOT: reported once");
 	n = epoll_wait(ep, out, 2, 100);
 	CHECK(n == 0, "epoll ONESHOT: then disarmed (%d)", n);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev) == 0, "EPOLL_CTL_MOD re-arms the ONESHOT registration");
+	n = epoll_wait(ep, out, 2, 100);
+	CHECK(n == 1 && out[0].data.u64 == 0x1234, "epoll ONESHOT: the unread data reported once more (%d)", n);
+	n = epoll_wait(ep, out, 2, 50);
+	CHECK(n == 0, "epoll ONESHOT: and disarmed again (%d)", n);
 	int e2 = epoll_create1(0);
 	ev.events = EPOLLIN | EPOLLET;
 	ev.data.u64 = 5;
@@ -168,6 +188,13 @@ static int client(const char *host, int port)
 	n = epoll_wait(e2, out, 2, 50);
 	CHECK(n == 0, "second set (ET): no new edge");
 	CHECK(read_n(s, b, 3) == 3 && !memcmp(b, "xyz", 3), "read the 3 bytes");
+	n = epoll_wait(outer, out, 2, 100);
+	CHECK(n == 0, "nested: once read, the outer set reports nothing (%d, data %#llx)", n,
+	      n > 0 ? (unsigned long long)out[0].data.u64 : 0ull);
+	n = epoll_wait(inner, out, 2, 0);
+	CHECK(n == 0, "nested: nor does the inner set (%d)", n);
+	close(outer);
+	close(inner);
 	/* 5: EINTR */
 	struct sigaction sa = { .sa_handler = on_alarm };
 	sigaction(SIGALRM, &sa, NULL);

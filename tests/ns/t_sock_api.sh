@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_sock_api: socket call semantics (peek, waitall, FIONREAD, timeouts, poll/select/epoll LT/ET/oneshot/RDHUP, EINTR, vectors, dup, sockopts) match kernel TCP.
+# t_sock_api: socket call semantics (peek, waitall, FIONREAD, timeouts, poll/select/epoll LT/ET/oneshot+MOD/RDHUP/nested/one fd in three sets, EINTR, vectors, dup, sockopts) match kernel TCP.
 # timeout: 40
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 API=$ROOT/build/tests/sock/sockapi

@@ -237,7 +237,108 @@ static void t_descriptor_exhaustion(void)
 	pair_close(&p);
 }
 
+/* ---- emp_wait_for: nothing slips between the last look and the sleep ---- */
+
+struct lastlook {
+	struct pair *p;
+	emp_req_t *r;
+	int flag, armed, slept;
+	int mode;                 /* 0: a frame arrives as the thread arms; 1: a completion lands */
+};
+
+static int ll_done(void *arg)
+{
+	struct lastlook *a = arg;
+	return a->mode ? __atomic_load_n(&a->flag, __ATOMIC_ACQUIRE)
+		       : __atomic_load_n(&a->r->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+
+static void ll_arm(void *arg)
+{
+	struct lastlook *a = arg;
+	if (a->armed++)
+		return;
+	if (a->mode) {
+		/* as another thread would: it completes our condition a moment
+		 * before we armed, so it saw nobody asleep and wrote no fd */
+		__atomic_store_n(&a->flag, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	/* the peer's message reaches our device now: after our last look at
+	 * the ring, before the sleep */
+	static char m[32] = "between look and sleep";
+	struct iovec si = { m, sizeof(m) };
+	emp_req_t *s;
+	CHECK_EQ(emp_post_send(a->p->ep[0], A(1), 7, &si, 1, &s), 0);
+	for (int i = 0; i < 20; i++) {
+		emp_progress(a->p->ep[0]);
+		usleep(200);
+	}
+}
+
+/* the kernel wait: a frame already on the device (or a completion that wrote
+ * no fd) would leave it asleep; it must not be reached */
+static int ll_sleep(void *arg, int64_t ns)
+{
+	struct lastlook *a = arg;
+	a->slept++;
+	usleep(1000);
+	return 0;
+}
+
+static int drive_both(struct pair *p, emp_req_t *x, emp_req_t *y)
+{
+	for (int i = 0; i < 2000; i++) {
+		emp_progress(p->ep[0]);
+		emp_progress(p->ep[1]);
+		if (x->stat == EMP_DS_DONE && y->stat == EMP_DS_DONE)
+			return 1;
+		usleep(100);
+	}
+	return 0;
+}
+
+static void t_wait_for_last_look(void)
+{
+	struct pair p;
+	pair_open(&p, 0);                 /* no progress thread: only this thread drives */
+	p.ep[1]->spin_ns = 0;             /* no spin: straight to arm, last look, sleep */
+	char b[64], w[8] = "warm";
+	struct iovec di = { b, sizeof(b) }, wi = { w, sizeof(w) };
+	emp_req_t *r, *s;
+	struct emp_status st;
+	/* the session is up first (hello), so the message is one data frame */
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 6, &di, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 6, &wi, 1, &s), 0);
+	CHECK(drive_both(&p, r, s));
+	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
+	for (int mode = 0; mode < 2; mode++) {
+		CHECK_EQ(emp_post_recv(p.ep[1], A(0), 7, &di, 1, &r), 0);
+		struct lastlook a = { .p = &p, .r = r, .mode = mode };
+		struct emp_waitfor wf = { .done = ll_done, .arm = ll_arm, .sleep = ll_sleep, .arg = &a,
+					  .timeout_ns = 2000000000 };
+		int rc = emp_wait_for(p.ep[1], &wf);
+		CHECK_MSG(rc == 1 && a.armed == 1 && a.slept == 0, "mode %d: emp_wait_for %d, armed %d, slept %d",
+			  mode, rc, a.armed, a.slept);
+		if (mode == 0) {
+			CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+			CHECK(!strcmp(b, "between look and sleep"));
+		} else {
+			CHECK_EQ(emp_cancel(p.ep[1], r), 0);
+			CHECK_EQ(emp_wait(p.ep[1], r, &st, 1000000000), 1);
+		}
+	}
+	for (int i = 0; i < 50; i++) {        /* the sends' acks */
+		emp_progress(p.ep[0]);
+		emp_progress(p.ep[1]);
+		usleep(100);
+	}
+	pair_close(&p);
+}
+
 static const struct emp_test tests[] = {
+	{ "libemp_wait_for_last_look", t_wait_for_last_look, 20 },
 	{ "libemp_progress_thread", t_progress_thread, 20 },
 	{ "libemp_wait_timeout_cancel", t_wait_timeout, 20 },
 	{ "libemp_wait_any_hook", t_wait_any_and_hook, 20 },
