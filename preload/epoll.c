@@ -495,10 +495,26 @@ void es__epset_close(int fd, void *o)
 
 /* ---- waiting ---- */
 
-/* ready registrations into out (set->lock taken here); *settle gets an fd
- * whose non-blocking connect finished, or an accepted one whose OFFER is out
+/* sockets a wait negotiates (unlocked, after the harvest): a burst of
+ * accepted connections whose OFFERs are out is settled in one round (most
+ * have their answer by then), not one per round */
+#define SETTLE_MAX 32
+struct settles { int n; int fd[SETTLE_MAX]; };
+
+static void settle_all(struct settles *st)
+{
+	for (int i = 0; i < st->n; i++) {
+		struct es_sock *s = es__sock(st->fd[i]);
+		if (s)
+			es__settle(st->fd[i], s, 0);   /* negotiated: its readiness comes next round */
+	}
+	st->n = 0;
+}
+
+/* ready registrations into out (set->lock taken here); st gets the fds
+ * whose non-blocking connect finished, or accepted ones whose OFFER is out
  * (negotiated by the caller, unlocked) */
-static int harvest(struct es_epset *set, struct epoll_event *out, int max, int *settle)
+static int harvest(struct es_epset *set, struct epoll_event *out, int max, struct settles *st)
 {
 	int k = 0;
 	pthread_mutex_lock(&set->lock);
@@ -513,8 +529,8 @@ static int harvest(struct es_epset *set, struct epoll_event *out, int max, int *
 		if (s->state == ES_CONNECTING || s->state == ES_PENDING) {
 			if (s->state == ES_CONNECTING && !s->connected) {
 				rq_del(set, r);
-			} else if (*settle < 0) {
-				*settle = r->fd;         /* the caller negotiates it (unlocked) */
+			} else if (st->n < SETTLE_MAX) {
+				st->fd[st->n++] = r->fd; /* the caller negotiates it (unlocked) */
 				rq_del(set, r);
 			}
 			continue;
@@ -596,7 +612,8 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 	emp_endpoint_t *ep = es__g.ep;
 	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
 	for (;;) {
-		int settle = -1, n;
+		struct settles st = { 0 };
+		int n;
 		if (ep)
 			emp_progress(ep);        /* deferred replies leave, arrived frames are taken */
 		if (!set->dev_in && ep) {
@@ -617,11 +634,9 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 			if (!set->nested)
 				set_drain(set);
 		}
-		n += harvest(set, evs + n, max - n, &settle);
-		if (settle >= 0) {
-			struct es_sock *s = es__sock(settle);
-			if (s)
-				es__settle(settle, s, 0);   /* negotiated: its readiness comes next round */
+		n += harvest(set, evs + n, max - n, &st);
+		if (st.n) {
+			settle_all(&st);
 			if (!n)
 				continue;
 		}
@@ -655,11 +670,9 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 		}
 		n = a.nk;                    /* kernel events the last sleep took (even when EMP became ready too) */
 		if (n < max)
-			n += harvest(set, evs + n, max - n, &settle);
-		if (settle >= 0) {
-			struct es_sock *s = es__sock(settle);
-			if (s)
-				es__settle(settle, s, 0);
+			n += harvest(set, evs + n, max - n, &st);
+		if (st.n) {
+			settle_all(&st);
 			if (!n)
 				continue;
 		}
