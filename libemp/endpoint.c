@@ -189,6 +189,9 @@ int emp_progress_due(emp_endpoint_t *ep)
 	if (ep->ops->rx_pending && !ep->ops->rx_pending(ep->dev) && !__atomic_load_n(&ep->busy_hint, __ATOMIC_RELAXED) &&
 	    !(d0 && now - d0 >= EMP__DUE_NS))
 		return 0;
+	/* a thread busy between its waits drives: it looks at the device, so
+	 * the progress thread stays back (no takeover, no wake per frame) */
+	__atomic_store_n(&ep->last_exit_ns, now, __ATOMIC_RELAXED);
 	return drive_ex(ep, -1, 0);
 }
 
