@@ -507,11 +507,18 @@ static void sim_rx_release(void *priv, unsigned n)
 	pthread_mutex_unlock(&p->w->mu);
 }
 
-/* the next time a frame on the wire becomes deliverable anywhere (an engine
+/* the next time a frame queued for this port becomes deliverable (an engine
  * on this wire bounds its sleep by it: see wait_fd above) */
 static uint64_t sim_next_event(void *priv)
 {
-	return emp_sim_wire_next_event(((struct sim_port *)priv)->w);
+	/* this port's own next delivery: frames queued for other ports are not
+	 * this engine's business (a peer that does not take its frames must
+	 * not look like a deadline here, again and again) */
+	struct sim_port *p = priv;
+	pthread_mutex_lock(&p->w->mu);
+	uint64_t t = p->nheap ? p->heap[0].t : UINT64_MAX;
+	pthread_mutex_unlock(&p->w->mu);
+	return t;
 }
 
 static int sim_wait_fd(void *priv)

@@ -94,7 +94,7 @@ static int poll_locked(struct emp_endpoint *ep, int hold, uint32_t *idx, int max
  * polls again at once); 0 nothing waits (the caller is about to sleep);
  * -1 as the endpoint's threads allow. sure: wait for the engine lock rather
  * than leave the work to its holder. */
-static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
+static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contended)
 {
 	uint32_t idx[256];
 	int total = 0;
@@ -103,6 +103,8 @@ static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
 			pthread_mutex_lock(&ep->eng_lock);
 			sure = 0;
 		} else if (pthread_mutex_trylock(&ep->eng_lock)) {
+			if (contended && !total)
+				*contended = 1;
 			return total;        /* the holder sees our mailbox entries after it unlocks */
 		}
 		/* a lone ack may start waiting for a reply only while a thread spins
@@ -135,6 +137,21 @@ static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
 				     __atomic_load_n(&ep->mb.tail, __ATOMIC_SEQ_CST))
 			return total;
 	}
+}
+
+static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
+{
+	return drive_core(ep, hold, sure, NULL);
+}
+
+/* the progress thread's drive: -EBUSY when another thread held the engine
+ * (that thread takes the waiting frames when it lets go; the caller backs
+ * off instead of spinning on a device fd that stays readable meanwhile) */
+int emp__drive_try(struct emp_endpoint *ep)
+{
+	int contended = 0;
+	int n = drive_core(ep, -1, 0, &contended);
+	return contended ? -EBUSY : n;
 }
 
 /* Spinning callers: a turn with no frame waiting, no post and no work left

@@ -72,6 +72,8 @@ static inline uint64_t emp__now(struct emp_endpoint *ep)
 /* Drive the engine if nobody else is; returns completions seen. Completed
  * requests go to the completion hook, sleeping emp_wait callers are woken. */
 int emp__drive(struct emp_endpoint *ep);
+/* the progress thread's: -EBUSY when another thread held the engine lock */
+int emp__drive_try(struct emp_endpoint *ep);
 /* the same from a thread that has just posted (a held ack may wait for its reply) */
 int emp__drive_post(struct emp_endpoint *ep);
 /* the same for a spinning caller: skips the engine when nothing is waiting */

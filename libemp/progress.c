@@ -52,11 +52,15 @@ struct emp_progress {
 	unsigned exits_seen;
 	int completions, idle_wakeups, dev_failed;
 	uint64_t dev_retry_at;       /* a failing device is watched again from then on */
+	uint64_t backoff_ns;         /* engine held by another thread: device not watched for this long */
+	uint64_t backoff_until;      /* ... until then (the timerfd brings us back) */
 };
 
 #define TICK_MIN 0.001
 #define TICK_MAX 0.1
 #define NEAR_NS 500000ull       /* short deadlines nearer than this get the precise timerfd */
+#define BACKOFF_MIN_NS 50000ull  /* first look again after the engine was held */
+#define BACKOFF_MAX_NS 1000000ull
 
 static int polling(struct emp_endpoint *ep)
 {
@@ -106,6 +110,8 @@ static void rearm(struct emp_progress *pg, uint64_t now)
 			dl = UINT64_MAX;   /* the timerfd comes first; its event rearms */
 	}
 	ev_timer_stop(pg->loop, &pg->tm);
+	if (dl != UINT64_MAX && dl < pg->backoff_until)
+		dl = pg->backoff_until;           /* the engine's holder runs the timers it finds due */
 	if (dl != UINT64_MAX && others_look(ep, now) && dl < now + EMP__TAKEOVER_NS)
 		dl = now + EMP__TAKEOVER_NS;      /* the polling threads run the near timers */
 	if (dl != UINT64_MAX) {
@@ -115,21 +121,52 @@ static void rearm(struct emp_progress *pg, uint64_t now)
 	}
 }
 
+/* Another thread holds the engine (it may be preempted inside it on a busy
+ * machine): its frames stay in the ring, the device fd stays readable, and
+ * watching it would spin this thread on the CPU the holder needs. Stop
+ * watching; the timerfd brings us back after 50 us, doubling to 1 ms while
+ * the engine stays held. The holder takes the waiting frames as it lets go. */
+static void back_off(struct emp_progress *pg, uint64_t now)
+{
+	pg->backoff_ns = pg->backoff_ns ? pg->backoff_ns * 2 : BACKOFF_MIN_NS;
+	if (pg->backoff_ns > BACKOFF_MAX_NS)
+		pg->backoff_ns = BACKOFF_MAX_NS;
+	pg->backoff_until = now + pg->backoff_ns;
+	if (!pg->watching)
+		return;
+	watch(pg, 0);
+	if (pg->tfd >= 0 && !pg->ep->clock && (pg->backoff_until < pg->armed || pg->armed <= now)) {
+		struct itimerspec its;
+		memset(&its, 0, sizeof(its));
+		its.it_value.tv_sec = (time_t)(pg->backoff_until / 1000000000ull);
+		its.it_value.tv_nsec = (long)(pg->backoff_until % 1000000000ull);
+		timerfd_settime(pg->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+		pg->armed = pg->backoff_until;
+	}
+}
+
 /* One look: take the device over or hand it back, drive when it is ours or
  * a timer or old deferred posts call for it. */
 static void step(struct emp_progress *pg, int timer)
 {
 	struct emp_endpoint *ep = pg->ep;
 	uint64_t now = emp__now(ep);
-	watch(pg, !others_look(ep, now));     /* nobody looks: frames wake us */
+	watch(pg, !others_look(ep, now) && now >= pg->backoff_until);   /* nobody looks: frames wake us */
 	uint64_t d0 = __atomic_load_n(&ep->deferred_t0, __ATOMIC_RELAXED);
 	int old_defer = d0 && now - d0 >= EMP__DEFER_NS;
 	/* a thread that polls runs the engine's timers too (every drive does);
 	 * ours only when nobody did for a while: a deadline long past */
 	uint64_t dl = emp__fw_next_deadline(ep->fw);
 	int late = timer && (!others_look(ep, now) || (dl != UINT64_MAX && now > dl + EMP__TAKEOVER_NS));
-	if ((pg->watching || late || old_defer) && emp__drive(ep) > 0)
-		pg->completions++;
+	if (pg->watching || late || old_defer) {
+		int n = emp__drive_try(ep);
+		if (n > 0)
+			pg->completions++;
+		if (n == -EBUSY)
+			back_off(pg, now);
+		else
+			pg->backoff_ns = 0;
+	}
 	rearm(pg, emp__now(ep));
 }
 

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "runner.h"
 #include "harness.h"
@@ -71,6 +72,47 @@ static void t_progress_thread(void)
 	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
 	CHECK_EQ(st.result, (long long)sizeof(src));
 	CHECK(h_check(dst, sizeof(dst), 9));
+	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
+	pair_close(&p);
+}
+
+static double cpu_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Frames wait on the device while another thread holds the engine (on a busy
+ * machine: preempted inside it). The progress thread must not spin on the
+ * readable device meanwhile (it would burn the CPU the holder needs); once
+ * the engine is let go the frames are taken and the message arrives intact. */
+static void t_progress_engine_held(void)
+{
+	struct pair p;
+	pair_open(&p, 1);
+	char src[20000], dst[20000];
+	h_fill(src, sizeof(src), 4);
+	struct iovec si = { src, sizeof(src) }, di = { dst, sizeof(dst) };
+	emp_req_t *r, *s;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 2, &di, 1, &r), 0);
+	usleep(20000);                         /* nobody has looked for a while: the device is the progress thread's */
+	pthread_mutex_lock(&p.ep[1]->eng_lock);
+	double c0 = cpu_ms();
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 2, &si, 1, &s), 0);
+	usleep(300000);
+	double used = cpu_ms() - c0;
+	CHECK_EQ(__atomic_load_n(&r->stat, __ATOMIC_ACQUIRE), EMP_DS_POSTED);
+	pthread_mutex_unlock(&p.ep[1]->eng_lock);
+	/* a thread spinning on the device used 80 ms of CPU here; one that backs off 4 */
+	CHECK_MSG(used < 40.0, "%.1f ms of CPU in 300 ms while the engine was held", used);
+	for (int i = 0; i < 400 && (__atomic_load_n(&r->stat, __ATOMIC_ACQUIRE) != EMP_DS_DONE ||
+				    __atomic_load_n(&s->stat, __ATOMIC_ACQUIRE) != EMP_DS_DONE); i++)
+		usleep(5000);
+	struct emp_status st;
+	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+	CHECK_EQ(st.result, (long long)sizeof(src));
+	CHECK(h_check(dst, sizeof(dst), 4));
 	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
 	pair_close(&p);
 }
@@ -340,6 +382,7 @@ static void t_wait_for_last_look(void)
 static const struct emp_test tests[] = {
 	{ "libemp_wait_for_last_look", t_wait_for_last_look, 20 },
 	{ "libemp_progress_thread", t_progress_thread, 20 },
+	{ "libemp_progress_engine_held", t_progress_engine_held, 20 },
 	{ "libemp_wait_timeout_cancel", t_wait_timeout, 20 },
 	{ "libemp_wait_any_hook", t_wait_any_and_hook, 20 },
 	{ "libemp_threads", t_threads, 60 },
