@@ -121,6 +121,7 @@ static void teardown_locked(struct es_sock *s)
 
 static struct es_conn *zlist;
 static pthread_mutex_t zlock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_zombies = &zlock;
 
 static int sends_idle(const struct es_conn *c)
 {
@@ -190,6 +191,7 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel)
 struct zwaiter { struct es_wake *wk; struct zwaiter *next; };
 static struct zwaiter *zwaiters;
 static pthread_mutex_t zwlock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_zwait = &zwlock;
 
 void es__zombie_changed(void)
 {
@@ -361,13 +363,11 @@ int es__conn_destroy(struct es_sock *s, int flushit)
 	return 0;
 }
 
+/* fork.c: the lingering connections are the parent's (locks made fresh there) */
 void es__conn_atfork_child(void)
 {
 	zlist = NULL;
-	pthread_mutex_init(&zlock, NULL);
 	zwaiters = NULL;
-	pthread_mutex_init(&zwlock, NULL);
-	es__conn_lids_atfork_child();
 }
 
 static void flush_one(int fd, void *o, void *arg)

@@ -83,7 +83,6 @@ int es__conn_post_ctrl(struct es_conn *c);
 int es__conn_post_data(struct es_conn *c);
 /* connection ids in use (connsetup.c): released when a connection is freed */
 void es__conn_lid_release(uint32_t lid);
-void es__conn_lids_atfork_child(void);
 /* a lingering connection moved: threads waiting for zombies look again (close.c) */
 void es__zombie_changed(void);
 #define set_err(c, e) es__set_err(c, e, __LINE__)

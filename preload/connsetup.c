@@ -8,6 +8,7 @@
 static uint32_t *lids;
 static unsigned nlids, caplids;
 static pthread_mutex_t lid_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_lids = &lid_lock;   /* held across fork (fork.c) */
 
 static int lid_slot(uint32_t lid)
 {
@@ -75,11 +76,6 @@ void es__conn_lid_release(uint32_t lid)
 		}
 	}
 	pthread_mutex_unlock(&lid_lock);
-}
-
-void es__conn_lids_atfork_child(void)
-{
-	pthread_mutex_init(&lid_lock, NULL);
 }
 
 /* the engine keeps the peer while we use it */

@@ -26,8 +26,8 @@
  * Computing readiness costs no system call; a request costs none but the
  * batched send (and the sleep, when there is nothing to do).
  *
- * Locks: ep_lock (structure: sets, registrations, s->epregs) before s->lock
- * before set->lock (a set's ready list). The completion path takes only
+ * Locks (order: fork.c): ep_lock guards the structure (sets, registrations,
+ * s->epregs), set->lock a set's ready list. The completion path takes only
  * s->lock and set->lock.
  */
 #include <errno.h>
@@ -77,6 +77,7 @@ struct es_epset {
 };
 
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_ep = &ep_lock;   /* held across fork (fork.c) */
 static uint64_t cookie;
 static atomic_int raw_sleepers[64];       /* by epfd % 64: threads in the kernel's epoll_wait on a set with no EMP socket yet */
 #define C_DEV 0
@@ -747,13 +748,19 @@ int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const s
 	return epoll_any(epfd, evs, max, timeout, mask);
 }
 
-static void fork_prepare(void) { pthread_mutex_lock(&ep_lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&ep_lock); }
-static void fork_child(void) { pthread_mutex_init(&ep_lock, NULL); }
-
-__attribute__((constructor)) static void ep_init(void)
+static void child_fix(int fd, void *o, void *arg)
 {
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	(void)fd; (void)arg;
+	struct es_epset *set = o;
+	if (set->kind == ES_KIND_EPSET)
+		pthread_mutex_init(&set->lock, NULL);   /* a parent thread may have held it */
+}
+
+/* fork.c: inherited sets stay the parent's (gen), but the child may still
+ * close them or touch their ready lists through its sockets' registrations */
+void es__ep_atfork_child(void)
+{
+	es__fd_foreach(child_fix, NULL);
 }
 
 int epoll_create(int size)

@@ -202,6 +202,28 @@ void es__fd_lock(void);
 void es__fd_unlock(void);
 void es__fd_atfork_child(void);
 
+/* ---- fork (fork.c): the one pthread_atfork, the lock order ---- */
+/* every process-wide lock of the shim, in lock order (fork.c says it) */
+struct es_fork_lock {
+	const char *name;
+	pthread_mutex_t *const *mu;
+	int at_prepare;                  /* held across fork(2) (else re-initialised in the child) */
+};
+extern const struct es_fork_lock es__fork_locks[];
+extern const int es__fork_nlocks;
+/* the locks, each owned by its file (fork.c only lists them) */
+extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombies,
+	*const es__lk_global, *const es__lk_settle, *const es__lk_fdtab, *const es__lk_live,
+	*const es__lk_lids, *const es__lk_guard, *const es__lk_zwait, *const es__lk_rand,
+	*const es__lk_resolve;
+/* the child's fix-ups, called by fork.c in this order after the locks are fresh */
+void es__init_atfork_child(void);             /* init.c: no endpoint, generation + 1 */
+/* es__fd_atfork_child (above), es__conn_atfork_child (close.c) */
+void es__ep_atfork_child(void);               /* epoll.c */
+void es__settle_atfork_child(void);           /* negotiate.c */
+void es__negc_atfork_child(void);             /* negclient.c */
+void es__rand_atfork_child(void);             /* rand.c */
+
 /* ---- negotiation (negotiate.c, negclient.c) ---- */
 /* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
 int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);

@@ -504,6 +504,7 @@ static int settle(int fd, struct es_sock *s)
  * outcome); different sockets settle in parallel. */
 static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t settle_cv = PTHREAD_COND_INITIALIZER;
+pthread_mutex_t *const es__lk_settle = &settle_mu;
 
 int es__settle(int fd, struct es_sock *s, int block)
 {
@@ -564,14 +565,9 @@ static void child_fix(int fd, void *o, void *arg)
 		s->ng.settling = 0;   /* the thread settling it stayed in the parent */
 }
 
-static void atfork_child(void)
+/* fork.c: the threads settling sockets stayed in the parent */
+void es__settle_atfork_child(void)
 {
-	pthread_mutex_init(&settle_mu, NULL);
 	pthread_cond_init(&settle_cv, NULL);
 	es__fd_foreach(child_fix, NULL);
-}
-
-__attribute__((constructor)) static void neg_init(void)
-{
-	pthread_atfork(NULL, NULL, atfork_child);
 }
