@@ -90,15 +90,14 @@ static int internal(uint64_t data) { return data - cookie < 3; }
 
 static int emu_state(struct es_sock *s)
 {
-	return s->kind == ES_KIND_SOCK && (s->state == ES_CONNECTING || s->state == ES_EMP ||
-					  s->state == ES_FAILED || s->state == ES_FOREIGN ||
+	return s->kind == ES_KIND_SOCK && (es__st_ours(s) || s->state == ES_CONNECTING ||
 					  (s->state == ES_PENDING && s->ng.sv.begun));
 }
 
 static uint32_t want_of(const struct es_epreg *r)
 {
 	/* a socket still to negotiate is taken by the wait whatever the interest */
-	int neg = r->s->state == ES_CONNECTING || r->s->state == ES_PENDING;
+	int neg = es__st_undecided(r->s);
 	return (r->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) | EPOLLERR | EPOLLHUP |
 	       (neg ? EPOLLOUT : 0);
 }
@@ -527,7 +526,7 @@ static int harvest(struct es_epset *set, struct epoll_event *out, int max, struc
 			rq_del(set, r);
 			continue;
 		}
-		if (s->state == ES_CONNECTING || s->state == ES_PENDING) {
+		if (es__st_undecided(s)) {
 			if (s->state == ES_CONNECTING && !s->connected) {
 				rq_del(set, r);
 			} else if (st->n < SETTLE_MAX) {
@@ -536,7 +535,7 @@ static int harvest(struct es_epset *set, struct epoll_event *out, int max, struc
 			}
 			continue;
 		}
-		uint32_t ev = atomic_load(&s->evmask) & want_of(r);
+		uint32_t ev = es__ready_for(s, want_of(r));
 		if (!ev || ((r->events & EPOLLET) && !r->pending)) {
 			rq_del(set, r);          /* no longer ready (a read took it), or no new edge */
 			continue;

@@ -189,6 +189,31 @@ static inline void es__waiter_del(struct es_sock *s, struct es_waiter *w)
 #define ES_KIND_SOCK 1
 #define ES_KIND_EPSET 2
 
+/* ---- what a socket's state means (the one place the states are grouped) ----
+ *   CAND        kernel TCP, nothing of ours (or not yet connected/accepted)
+ *   CONNECTING  undecided; the kernel connect runs; on the ready lists (its end settles it)
+ *   PENDING     undecided; connected/accepted, negotiation to run (first use settles it)
+ *   EMP         ours: data and readiness from the stream
+ *   FAILED      ours, dead: strict mode refused kernel TCP; every call fails with s->err
+ *   FOREIGN     ours, dead: the parent's EMP connection; every call fails with EIO
+ * Readiness per state: es__events (ready.c); a state change goes with
+ * es__sock_update under s->lock, so waiters see the new readiness. */
+static inline int es__st_undecided(const struct es_sock *s)
+{
+	return s->state == ES_CONNECTING || s->state == ES_PENDING;
+}
+/* the shim answers its data calls and readiness (EMP, FAILED, FOREIGN) */
+static inline int es__st_ours(const struct es_sock *s)
+{
+	return s->state == ES_EMP || s->state == ES_FAILED || s->state == ES_FOREIGN;
+}
+/* what a waiter asking for interest (poll/epoll bits) sees of s's readiness:
+ * errors and hangups whatever it asked (poll.c, epoll.c) */
+static inline unsigned es__ready_for(struct es_sock *s, unsigned interest)
+{
+	return atomic_load(&s->evmask) & (interest | POLLERR | POLLHUP);
+}
+
 void *es__fd_get(int fd);                     /* raw table entry */
 struct es_sock *es__sock(int fd);             /* entry if it is a socket */
 void es__fd_set(int fd, void *obj);

@@ -164,7 +164,7 @@ static void child_fix(int fd, void *o, void *arg)
 	s->live = 0;             /* the liveness set stayed with the parent */
 	if (s->state == ES_EMP) {
 		s->state = ES_FOREIGN;
-		atomic_store(&s->evmask, POLLERR | POLLHUP | POLLIN | POLLOUT);
+		atomic_store(&s->evmask, es__events(s));
 	}
 }
 

@@ -15,7 +15,7 @@ static struct es_sock *emp_fd(int fd)
 	struct es_sock *s = es__sock(fd);
 	if (!s || s->state == ES_CAND)
 		return NULL;
-	if (s->state == ES_PENDING || s->state == ES_CONNECTING) {
+	if (es__st_undecided(s)) {
 		es__settle(fd, s, 1);
 		s = es__sock(fd);
 		if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)

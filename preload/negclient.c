@@ -394,7 +394,10 @@ int es__negc_settle(struct es_sock *s)
 			es__conn_destroy(s, 0);
 		es__neg_close_udp(s);
 		s->ng.reg = 0;
+		es__sock_lock(s);
 		s->state = ES_FOREIGN;
+		es__sock_update(s, 1);   /* its readiness (es__events): a wait returns at once */
+		es__sock_unlock(s);
 		es__ep_sock_switched(s);
 		return ES_FOREIGN;
 	}

@@ -512,7 +512,7 @@ int es__settle(int fd, struct es_sock *s, int block)
 	pthread_mutex_lock(&settle_mu);
 	while (es__sock(fd) == s && s->ng.settling)
 		pthread_cond_wait(&settle_cv, &settle_mu);
-	if (es__sock(fd) != s || (s->state != ES_CONNECTING && s->state != ES_PENDING)) {
+	if (es__sock(fd) != s || !es__st_undecided(s)) {
 		int r = es__sock(fd) == s ? s->state : ES_CAND;
 		pthread_mutex_unlock(&settle_mu);
 		return r;

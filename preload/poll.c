@@ -43,8 +43,7 @@ static int emp_ready(struct pollfd *fds, struct es_sock **ss, nfds_t n)
 	for (nfds_t i = 0; i < n; i++) {
 		if (!ss[i])
 			continue;
-		unsigned ev = atomic_load(&ss[i]->evmask);
-		fds[i].revents = (short)(ev & ((unsigned)fds[i].events | POLLERR | POLLHUP | POLLNVAL));
+		fds[i].revents = (short)es__ready_for(ss[i], (unsigned short)fds[i].events);
 		if (fds[i].revents)
 			k++;
 	}
@@ -75,11 +74,11 @@ again:
 	nk = 0;
 	for (i = 0; i < n; i++) {
 		struct es_sock *s = es__sock(fds[i].fd);
-		if (s && (s->state == ES_PENDING || s->state == ES_CONNECTING)) {
+		if (s && es__st_undecided(s)) {
 			es__settle(fds[i].fd, s, 0);
 			s = es__sock(fds[i].fd);
 		}
-		ss[i] = s && s->state != ES_CAND && s->state != ES_CONNECTING && s->state != ES_PENDING ? s : NULL;
+		ss[i] = s && es__st_ours(s) ? s : NULL;
 		fds[i].revents = 0;
 		if (ss[i]) {
 			es__sock_lock(ss[i]);

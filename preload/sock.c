@@ -186,7 +186,7 @@ int shutdown(int fd, int how)
 {
 	GUARD(shutdown, fd, how);
 	struct es_sock *s = es__sock(fd);
-	if (s && (s->state == ES_PENDING || s->state == ES_CONNECTING))
+	if (s && es__st_undecided(s))
 		es__settle(fd, s, 1);
 	s = es__sock(fd);
 	if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)
@@ -308,7 +308,7 @@ int ioctl(int fd, unsigned long req, ...)
 	va_end(ap);
 	struct es_sock *s = es__tl_in ? NULL : es__sock(fd);
 	if (s && req == FIONREAD) {
-		if (s->state == ES_PENDING || s->state == ES_CONNECTING)
+		if (es__st_undecided(s))
 			es__settle(fd, s, 1);
 		s = es__sock(fd);
 		if (s && s->state == ES_EMP) {
@@ -379,7 +379,7 @@ int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
 		return 0;
 	}
 	if (s && level == SOL_SOCKET && name == SO_ERROR) {
-		if (s->state == ES_PENDING || s->state == ES_CONNECTING)
+		if (es__st_undecided(s))
 			es__settle(fd, s, 0);
 		s = es__sock(fd);
 		if (s && (s->state == ES_EMP || s->state == ES_FAILED) && v && len &&

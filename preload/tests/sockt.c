@@ -383,6 +383,40 @@ static int fork_busy(const char *host, int port, int forks, size_t bytes)
 	return bad || b.rc;
 }
 
+/* a non-blocking connect whose OFFER the parent's responder answered, then
+ * fork: the child's copy is the parent's connection, so a wait on it returns
+ * at once with an error and reads fail with EIO; the parent uses it over EMP */
+static int fork_nbconnect(const char *host, int port)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, host, &a.sin_addr);
+	if (connect(s, (void *)&a, sizeof a) < 0 && errno != EINPROGRESS)
+		die("nb connect");
+	usleep(300000);   /* the server's OFFER comes and the responder answers it */
+	pid_t p = fork();
+	if (p < 0)
+		die("fork");
+	if (p == 0) {
+		alarm(10);
+		struct pollfd pf = { s, POLLIN, 0 };
+		int n = poll(&pf, 1, 3000);
+		char c;
+		errno = 0;
+		ssize_t r = read(s, &c, 1);
+		printf("child: poll %d revents 0x%x, read %zd (%s)\n", n, pf.revents, r, strerror(errno));
+		_exit(n == 1 && (pf.revents & POLLERR) && r == -1 && errno == EIO ? 0 : 1);
+	}
+	int st;
+	if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st))
+		return fprintf(stderr, "child failed\n"), 1;
+	fcntl(s, F_SETFL, 0);
+	if (echo_check(s, 300000))
+		return 1;
+	printf("fork nbconnect: child saw the parent's connection fail, parent echoed\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -402,6 +436,7 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "epoll-et-server")) return epoll_et_server(atoi(argv[2]), atoi(argv[3]));
 	if (!strcmp(m, "threads-client")) return threads_client(argv[2], atoi(argv[3]), atoi(argv[4]), strtoull(argv[5], 0, 0));
 	if (!strcmp(m, "fork-server")) return fork_server(atoi(argv[2]), atoi(argv[3]));
+	if (!strcmp(m, "fork-nbconnect")) return fork_nbconnect(argv[2], atoi(argv[3]));
 	if (!strcmp(m, "fork-busy")) return fork_busy(argv[2], atoi(argv[3]), atoi(argv[4]), strtoull(argv[5], 0, 0));
 	fprintf(stderr, "sockt: unknown mode %s\n", m);
 	return 2;

@@ -32,3 +32,8 @@ on 1 "$ER" --strict "$SOCKT" fork-busy 10.77.0.2 7803 8 1000000 > "$T/fb.log" 2>
 cat "$T/fb.log"
 expect "every fork child clean, parent stream intact" grep -q "8 forks, 0 children failed, parent stream intact" "$T/fb.log"
 at_least "EMP bytes into h1 (parent and children echoes)" $(( $(rxb 1) - b1 )) 5600000
+# a non-blocking connect answered by the parent's responder, then fork: the
+# child's wait on its copy returns at once (error), its read fails with EIO
+on 1 "$ER" --strict "$SOCKT" fork-nbconnect 10.77.0.2 7803 > "$T/fn.log" 2>&1 || { cat "$T/fn.log"; fail "fork-nbconnect"; }
+cat "$T/fn.log"
+expect "child's copy of an answered connect fails at once" grep -q "child saw the parent's connection fail" "$T/fn.log"
