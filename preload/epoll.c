@@ -345,7 +345,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if (s->server && op == EPOLL_CTL_ADD)
 			es__settle_begin(fd, s);   /* the OFFER goes; a wait on the set settles it */
 		else
-			es__settle(fd, s, 1);
+			es__settle(fd, s);
 		if (!(s = es__sock(fd)))
 			return R_(epoll_ctl)(epfd, op, fd, ev);
 	}
@@ -506,7 +506,7 @@ static void settle_all(struct settles *st)
 	for (int i = 0; i < st->n; i++) {
 		struct es_sock *s = es__sock(st->fd[i]);
 		if (s)
-			es__settle(st->fd[i], s, 0);   /* negotiated: its readiness comes next round */
+			es__settle(st->fd[i], s);   /* negotiated: its readiness comes next round */
 	}
 	st->n = 0;
 }

@@ -243,7 +243,8 @@ extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombie
 	*const es__lk_resolve;
 /* the child's fix-ups, called by fork.c in this order after the locks are fresh */
 void es__init_atfork_child(void);             /* init.c: no endpoint, generation + 1 */
-/* es__fd_atfork_child (above), es__conn_atfork_child (close.c) */
+/* es__fd_atfork_child (above), then: */
+void es__conn_atfork_child(void);             /* close.c */
 void es__ep_atfork_child(void);               /* epoll.c */
 void es__settle_atfork_child(void);           /* negotiate.c */
 void es__negc_atfork_child(void);             /* negclient.c */
@@ -272,10 +273,12 @@ void es__neg_close_udp(struct es_sock *s);
 int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);
 /* 0: kernel TCP; else MARK_* of the accepted connection (listener lfd) */
 int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
-/* Drive a PENDING/CONNECTING socket to a decision if possible (one thread per
- * socket at a time; others wait for its outcome); returns its state, ES_CAND when
- * it went to the kernel (s is freed then). */
-int es__settle(int fd, struct es_sock *s, int block);
+/* Drive a PENDING/CONNECTING socket to a decision (one thread per socket at a
+ * time; others wait for its outcome): a CONNECTING socket whose kernel connect
+ * has not finished stays so at once; otherwise this blocks until the
+ * negotiation is decided (at most its bound), from poll and epoll_wait too.
+ * Returns its state, ES_CAND when it went to the kernel (s is freed then). */
+int es__settle(int fd, struct es_sock *s);
 /* An accepted socket's negotiation started without waiting (its OFFER goes
  * out; es__settle finishes it): an event loop's accept + epoll_ctl ADD for a
  * backlog of connections sends every OFFER at once, not one round trip each.
@@ -284,7 +287,8 @@ int es__settle_begin(int fd, struct es_sock *s);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 
-/* ---- byte stream over EMP (stream.c) ---- */
+/* ---- byte stream over EMP: set-up (connsetup.c, stream.c), completions and
+ * readiness (stream.c), reads and writes (xfer.c), teardown (close.c) ---- */
 /* receives posted for messages from (peer_host, peer_ep) tagged lid, which
  * must carry key_rx (our key from the negotiation) */
 int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep, uint32_t lid, uint64_t key_rx);
@@ -302,7 +306,11 @@ int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbu
 		      uint64_t key_tx);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);
+/* close.c: the last fd is gone; 1 when the connection lingers (the linger
+ * list then owns s); flush: close in order (FIN), else give up */
 int es__conn_destroy(struct es_sock *s, int flush);
+/* close.c: at exit every connection closes in order (bounded wait) */
+void es__flush_all(void);
 uint32_t es__conn_lid(struct es_sock *s);
 void es__process(struct es_sock *s);          /* lock held: take the completed requests */
 unsigned es__stream_events(struct es_sock *s);  /* an EMP stream's readiness as poll bits; lock held */
@@ -350,8 +358,6 @@ static inline void es__defer_flush(void)
 	if (es__tl_defer && es__g.ep)
 		emp_flush(es__g.ep);
 }
-void es__conn_atfork_child(void);
-void es__flush_all(void);
 
 /* ---- epoll (epoll.c) ---- */
 void es__ep_sock_gone(struct es_sock *s);    /* drop every registration of s */

@@ -16,7 +16,7 @@ static struct es_sock *emp_fd(int fd)
 	if (!s || s->state == ES_CAND)
 		return NULL;
 	if (es__st_undecided(s)) {
-		es__settle(fd, s, 1);
+		es__settle(fd, s);
 		s = es__sock(fd);
 		if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)
 			return NULL;

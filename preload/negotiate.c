@@ -506,9 +506,8 @@ static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t settle_cv = PTHREAD_COND_INITIALIZER;
 pthread_mutex_t *const es__lk_settle = &settle_mu;
 
-int es__settle(int fd, struct es_sock *s, int block)
+int es__settle(int fd, struct es_sock *s)
 {
-	(void)block;
 	pthread_mutex_lock(&settle_mu);
 	while (es__sock(fd) == s && s->ng.settling)
 		pthread_cond_wait(&settle_cv, &settle_mu);

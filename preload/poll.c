@@ -75,7 +75,7 @@ again:
 	for (i = 0; i < n; i++) {
 		struct es_sock *s = es__sock(fds[i].fd);
 		if (s && es__st_undecided(s)) {
-			es__settle(fds[i].fd, s, 0);
+			es__settle(fds[i].fd, s);
 			s = es__sock(fds[i].fd);
 		}
 		ss[i] = s && es__st_ours(s) ? s : NULL;
@@ -148,7 +148,7 @@ again:
 	for (i = 0; i < n; i++) {
 		struct es_sock *s = es__sock(fds[i].fd);
 		if (s && s->state == ES_CONNECTING)
-			es__settle(fds[i].fd, s, 0);
+			es__settle(fds[i].fd, s);
 	}
 	if (dl >= 0 && es__now_ns() >= dl)
 		dl = es__now_ns();

@@ -88,7 +88,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
-		if (es__settle(fd, s, 1) == ES_FAILED) {
+		if (es__settle(fd, s) == ES_FAILED) {
 			errno = ECONNREFUSED;
 			return -1;
 		}
@@ -187,7 +187,7 @@ int shutdown(int fd, int how)
 	GUARD(shutdown, fd, how);
 	struct es_sock *s = es__sock(fd);
 	if (s && es__st_undecided(s))
-		es__settle(fd, s, 1);
+		es__settle(fd, s);
 	s = es__sock(fd);
 	if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)
 		return R_(shutdown)(fd, how);
@@ -309,7 +309,7 @@ int ioctl(int fd, unsigned long req, ...)
 	struct es_sock *s = es__tl_in ? NULL : es__sock(fd);
 	if (s && req == FIONREAD) {
 		if (es__st_undecided(s))
-			es__settle(fd, s, 1);
+			es__settle(fd, s);
 		s = es__sock(fd);
 		if (s && s->state == ES_EMP) {
 			*(int *)arg = es__fionread(s);
@@ -380,7 +380,7 @@ int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
 	}
 	if (s && level == SOL_SOCKET && name == SO_ERROR) {
 		if (es__st_undecided(s))
-			es__settle(fd, s, 0);
+			es__settle(fd, s);
 		s = es__sock(fd);
 		if (s && (s->state == ES_EMP || s->state == ES_FAILED) && v && len &&
 		    *len >= sizeof(int)) {
