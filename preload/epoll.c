@@ -318,29 +318,64 @@ static void reg_kick(struct es_epreg *r)
 		push(r, 1);
 }
 
+/* epoll_ctl on an fd that is not a socket of ours (an epoll set of ours inside another included) */
+static int ctl_kernel(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int r = R_(epoll_ctl)(epfd, op, fd, ev);
+	struct es_epset *inner;
+	if (r == 0 && op == EPOLL_CTL_ADD && (inner = set_get(fd, 0))) {
+		/* an epoll set inside another: its ready list must make its fd
+		 * readable, so the outer wait sees it */
+		pthread_mutex_lock(&ep_lock);
+		inner->nested = 1;
+		if (set_arm(inner) == 0) {
+			if (atomic_load(&inner->nready))
+				set_signal(inner);
+			else
+				set_quiet(inner);    /* a wake left from before it was nested */
+		}
+		pthread_mutex_unlock(&ep_lock);
+	}
+	return r;
+}
+
+/* EPOLL_CTL_ADD of s (no registration in set yet): on our lists when its
+ * state is emulated, else in the kernel set too; 0 or -errno; ep_lock and
+ * s->lock held */
+static int reg_add(struct es_epset *set, int epfd, struct es_sock *s, int fd, struct epoll_event *ev)
+{
+	if (emu_state(s) && set_arm(set) < 0)
+		return -errno;
+	struct es_epreg *r = calloc(1, sizeof *r);
+	if (!r)
+		return -ENOMEM;
+	r->set = set;
+	r->s = s;
+	r->fd = fd;
+	r->events = ev->events;
+	r->data = ev->data;
+	r->emulated = emu_state(s);
+	if (!r->emulated && R_(epoll_ctl)(epfd, EPOLL_CTL_ADD, fd, ev) < 0) {
+		int e = errno;
+		free(r);
+		return -e;
+	}
+	set->nemu += r->emulated;
+	r->next = set->regs;
+	set->regs = r;
+	r->snext = s->epregs;
+	s->epregs = r;
+	reg_kick(r);
+	return 0;
+}
+
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (es__tl_in)
 		return R_(epoll_ctl)(epfd, op, fd, ev);
 	struct es_sock *s = es__sock(fd);
-	if (!s) {
-		int r = R_(epoll_ctl)(epfd, op, fd, ev);
-		struct es_epset *inner;
-		if (r == 0 && op == EPOLL_CTL_ADD && (inner = set_get(fd, 0))) {
-			/* an epoll set inside another: its ready list must make its fd
-			 * readable, so the outer wait sees it */
-			pthread_mutex_lock(&ep_lock);
-			inner->nested = 1;
-			if (set_arm(inner) == 0) {
-				if (atomic_load(&inner->nready))
-					set_signal(inner);
-				else
-					set_quiet(inner);    /* a wake left from before it was nested */
-			}
-			pthread_mutex_unlock(&ep_lock);
-		}
-		return r;
-	}
+	if (!s)
+		return ctl_kernel(epfd, op, fd, ev);
 	if (s->state == ES_PENDING) {
 		if (s->server && op == EPOLL_CTL_ADD)
 			es__settle_begin(fd, s);   /* the OFFER goes; a wait on the set settles it */
@@ -363,41 +398,12 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	}
 	es__sock_lock(s);
 	switch (op) {
-	case EPOLL_CTL_ADD:
-		if (r) {
-			e = EEXIST;
-			ret = -1;
-			break;
-		}
-		if (emu_state(s) && set_arm(set) < 0) {
-			e = errno;
-			ret = -1;
-			break;
-		}
-		r = calloc(1, sizeof *r);
-		if (!r) {
-			e = ENOMEM;
-			ret = -1;
-			break;
-		}
-		r->set = set;
-		r->s = s;
-		r->fd = fd;
-		r->events = ev->events;
-		r->data = ev->data;
-		r->emulated = emu_state(s);
-		if (!r->emulated && (ret = R_(epoll_ctl)(epfd, op, fd, ev)) < 0) {
-			e = errno;
-			free(r);
-			break;
-		}
-		set->nemu += r->emulated;
-		r->next = set->regs;
-		set->regs = r;
-		r->snext = s->epregs;
-		s->epregs = r;
-		reg_kick(r);
+	case EPOLL_CTL_ADD: {
+		int rc = r ? -EEXIST : reg_add(set, epfd, s, fd, ev);
+		if (rc < 0)
+			e = -rc, ret = -1;
 		break;
+	}
 	case EPOLL_CTL_MOD:
 		if (!r->emulated) {
 			ret = R_(epoll_ctl)(epfd, op, fd, ev);

@@ -342,6 +342,45 @@ static int neg_server_begin(struct es_sock *s, int *res)
  * has come from the endpoint the ACCEPT named: an ACCEPT naming another
  * process's endpoint gets nothing sent there, and is refused at the bound.
  * The OFFER may have gone out earlier (es__settle_begin). */
+/* read the side channel dry: the client's ACCEPT (kept in *acc and s->ng.sv),
+ * its REJECT, ICMP refusals (*refused), the rest counted; 0 to go on, else
+ * the decision (es__neg_fallback's state) */
+static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_msg *acc, int *refused)
+{
+	struct neg_msg m;
+	for (;;) {
+		ssize_t n = R_(recv)(s->udp, &m, sizeof m, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == ECONNREFUSED) {
+				*refused |= !s->ng.sv.accepted;
+				continue;
+			}
+			return 0;
+		}
+		if (!es__neg_valid(&m, n, s) || m.skey != s->ng.skey) {
+			es__neg_count_forged(s, "not of this negotiation");
+			continue;
+		}
+		if (m.type == N_REJECT && (!s->ng.sv.accepted || m.ckey == s->ng.ckey))
+			return es__neg_fallback(s, "client declined EMP");
+		if (m.type != N_ACCEPT || s->ng.sv.accepted || !es__neg_params_ok(&m) || !m.ckey) {
+			if (m.type != N_ACCEPT || !s->ng.sv.accepted || memcmp(&m, acc, sizeof m))
+				es__neg_count_forged(s, "unexpected or out of bounds");
+			continue;
+		}
+		/* the client's HELLO may start a session with the engine from now on */
+		if (emp_peer_hold(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) }) < 0) {
+			send_reject(s);
+			return es__neg_fallback(s, "EMP peer table full");
+		}
+		emp_peer_release(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) });
+		*acc = m;
+		memcpy(s->ng.sv.acc, acc, sizeof *acc);
+		s->ng.ckey = m.ckey;
+		s->ng.sv.accepted = 1;
+	}
+}
+
 static int neg_server(struct es_sock *s)
 {
 	_Static_assert(sizeof(struct neg_msg) <= sizeof s->ng.sv.acc, "ACCEPT copy");
@@ -351,7 +390,7 @@ static int neg_server(struct es_sock *s)
 	emp_endpoint_t *ep = es__engine();
 	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
 	int udp = s->udp;
-	struct neg_msg o, m, acc;
+	struct neg_msg o, acc;
 	memcpy(&acc, s->ng.sv.acc, sizeof acc);
 	es__neg_fill(&o, N_OFFER, s);
 	/* an OFFER sent early may have waited on a busy loop's ready list: the
@@ -373,37 +412,9 @@ static int neg_server(struct es_sock *s)
 			if (s->ng.sv.gap < 20000000)
 				s->ng.sv.gap *= 2;
 		}
-		for (;;) {
-			ssize_t n = R_(recv)(udp, &m, sizeof m, MSG_DONTWAIT);
-			if (n < 0) {
-				if (errno == ECONNREFUSED) {
-					refused |= !s->ng.sv.accepted;
-					continue;
-				}
-				break;
-			}
-			if (!es__neg_valid(&m, n, s) || m.skey != s->ng.skey) {
-				es__neg_count_forged(s, "not of this negotiation");
-				continue;
-			}
-			if (m.type == N_REJECT && (!s->ng.sv.accepted || m.ckey == s->ng.ckey))
-				return es__neg_fallback(s, "client declined EMP");
-			if (m.type != N_ACCEPT || s->ng.sv.accepted || !es__neg_params_ok(&m) || !m.ckey) {
-				if (m.type != N_ACCEPT || !s->ng.sv.accepted || memcmp(&m, &acc, sizeof m))
-					es__neg_count_forged(s, "unexpected or out of bounds");
-				continue;
-			}
-			/* the client's HELLO may start a session with the engine from now on */
-			if (emp_peer_hold(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) }) < 0) {
-				send_reject(s);
-				return es__neg_fallback(s, "EMP peer table full");
-			}
-			emp_peer_release(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) });
-			acc = m;
-			memcpy(s->ng.sv.acc, &acc, sizeof acc);
-			s->ng.ckey = m.ckey;
-			s->ng.sv.accepted = 1;
-		}
+		int res = sv_read(s, ep, host, &acc, &refused);
+		if (res)
+			return res;
 		/* an OFFER sent within the grace (the last one that went) met a
 		 * client not bound yet: again soon */
 		if (refused && s->ng.sv.sent >= s->ng.sv.icmp_grace)
