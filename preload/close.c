@@ -37,6 +37,7 @@
 
 static void free_conn(struct es_conn *c)
 {
+	es__conn_row_free(c);
 	es__conn_lid_release(c->lid);
 	if (c->leak)
 		return;   /* the engine may still own a buffer */

@@ -248,6 +248,7 @@ void es__conn_atfork_child(void);             /* close.c */
 void es__ep_atfork_child(void);               /* epoll.c */
 void es__settle_atfork_child(void);           /* negotiate.c */
 void es__negc_atfork_child(void);             /* negclient.c */
+void es__conn_rows_atfork_child(void);        /* connsetup.c */
 void es__rand_atfork_child(void);             /* rand.c */
 
 /* ---- negotiation (negotiate.c, negclient.c) ---- */

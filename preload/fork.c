@@ -31,8 +31,9 @@
  *            FOREIGN), lingering connections (close.c: the parent's),
  *            epoll sets (epoll.c: per-set locks), settles in progress
  *            (negotiate.c: their threads stayed in the parent), the OFFER
- *            responder (negclient.c: it stayed in the parent), randomness
- *            (rand.c: the parent's unread bytes are dropped).
+ *            responder (negclient.c: it stayed in the parent), empstat's
+ *            connection rows (connsetup.c: the child publishes its own),
+ *            randomness (rand.c: the parent's unread bytes are dropped).
  *
  * es__g.lock is not taken at prepare: it is held across emp_open, which takes
  * libemp's statistics lock, and libemp's own fork handler (libemp/stats.c:
@@ -84,6 +85,7 @@ static void child(void)
 	es__ep_atfork_child();
 	es__settle_atfork_child();
 	es__negc_atfork_child();
+	es__conn_rows_atfork_child();
 	es__rand_atfork_child();
 }
 

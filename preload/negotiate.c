@@ -234,9 +234,12 @@ int es__neg_finish_emp(struct es_sock *s)
 	es__neg_forget(s);
 	es__sock_lock(s);
 	s->state = ES_EMP;
+	struct emp_conn_info ri;
+	int row = es__conn_row(s->c, &ri);
 	es__live_add(s);        /* its kernel socket now only says whether the peer lives */
 	es__sock_update(s, 1);
 	es__sock_unlock(s);
+	es__conn_row_put(row, &ri);   /* empstat lists it */
 	es__neg_close_udp(s);
 	es__ep_sock_switched(s);
 	es__dbg("fd %d: EMP with %s:%u (conn %u)", s->kfd, inet_ntoa(s->remote.sin_addr),
