@@ -21,6 +21,7 @@ PRE_SRC  := $(filter-out preload/emp-run.c,$(sort $(wildcard preload/*.c)))
 PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)
 PRE_HDRS := $(wildcard preload/*.h)
 SOCK_PROGS := $(patsubst preload/tests/%.c,$(B)/tests/sock/%,$(sort $(wildcard preload/tests/*.c)))
+SHIM_TEST_SRC := $(sort $(wildcard tests/shim/*.c)) tests/runner.c
 
 .PHONY: all deps test-unit test-asan fuzz-smoke fuzz test-ns check demo clean install
 all: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS) $(B)/tests/test-unit $(B)/tests/test-shim \
@@ -52,6 +53,10 @@ $(B)/tests/test-unit-asan: $(UNIT_SRC) $(CORE_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g -pthread $(SAN) -DEMP_SANITIZE $(UNIT_SRC) $(CORE_SRC) -o $@ $(LDLIBS)
 
+$(B)/tests/test-shim-asan: $(SHIM_TEST_SRC) $(PRE_SRC) $(CORE_SRC) $(HDRS) $(PRE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ipreload -O1 -g -pthread $(SAN) -DEMP_SANITIZE $(SHIM_TEST_SRC) $(PRE_SRC) $(CORE_SRC) -o $@ $(LDLIBS)
+
 # libFuzzer targets (clang): one per parser.
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZERS  := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
@@ -80,8 +85,9 @@ test-unit: $(UNIT_BINS)
 	  if [ -z "$(T)" ] || $$t --list | grep -qF -- "$(T)"; then $$t $(T) || exit 1; ran=1; fi; done; \
 	  [ $$ran = 1 ] || { echo "no test matches '$(T)' (--list shows the names)" >&2; exit 1; }
 
-test-asan: $(B)/tests/test-unit-asan
+test-asan: $(B)/tests/test-unit-asan $(B)/tests/test-shim-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 EMP_TEST_TIMEOUT_SCALE=3 $(B)/tests/test-unit-asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 EMP_TEST_TIMEOUT_SCALE=3 $(B)/tests/test-shim-asan
 
 test-ns: all
 	bash tests/ns/run $(T)
@@ -113,7 +119,6 @@ $(B)/bin/emp-run: preload/emp-run.c conf/conf.c conf/conf.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) preload/emp-run.c conf/conf.c -o $@
 
 # the shim's own tests, linked with its objects (its internals are theirs to call)
-SHIM_TEST_SRC := $(sort $(wildcard tests/shim/*.c)) tests/runner.c
 $(B)/tests/test-shim: $(SHIM_TEST_SRC) $(PRE_OBJ) $(CORE_OBJ) $(HDRS) $(PRE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ipreload $(CFLAGS) $(SHIM_TEST_SRC) $(PRE_OBJ) $(CORE_OBJ) -o $@ $(LDLIBS)
