@@ -21,9 +21,10 @@ PRE_SRC  := $(filter-out preload/emp-run.c,$(sort $(wildcard preload/*.c)))
 PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)
 PRE_HDRS := $(wildcard preload/*.h)
 SOCK_PROGS := $(patsubst preload/tests/%.c,$(B)/tests/sock/%,$(sort $(wildcard preload/tests/*.c)))
+SHIM_TEST_SRC := $(sort $(wildcard tests/shim/*.c)) tests/runner.c
 
 .PHONY: all deps test-unit test-asan fuzz-smoke fuzz test-ns check demo clean install
-all: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS) $(B)/tests/test-unit \
+all: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS) $(B)/tests/test-unit $(B)/tests/test-shim \
 	$(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS)
 
 $(B)/obj/%.o: %.c $(HDRS)
@@ -52,6 +53,10 @@ $(B)/tests/test-unit-asan: $(UNIT_SRC) $(CORE_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O1 -g -pthread $(SAN) -DEMP_SANITIZE $(UNIT_SRC) $(CORE_SRC) -o $@ $(LDLIBS)
 
+$(B)/tests/test-shim-asan: $(SHIM_TEST_SRC) $(PRE_SRC) $(CORE_SRC) $(HDRS) $(PRE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ipreload -O1 -g -pthread $(SAN) -DEMP_SANITIZE $(SHIM_TEST_SRC) $(PRE_SRC) $(CORE_SRC) -o $@ $(LDLIBS)
+
 # libFuzzer targets (clang): one per parser.
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZERS  := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
@@ -74,11 +79,15 @@ deps:
 	@bash scripts/deps
 
 # T=NAME runs one test (or those whose name contains it); the runners' --list names them
-test-unit: $(B)/tests/test-unit
-	$(B)/tests/test-unit $(T)
+UNIT_BINS := $(B)/tests/test-unit $(B)/tests/test-shim
+test-unit: $(UNIT_BINS)
+	@ran=0; for t in $(UNIT_BINS); do \
+	  if [ -z "$(T)" ] || $$t --list | grep -qF -- "$(T)"; then $$t $(T) || exit 1; ran=1; fi; done; \
+	  [ $$ran = 1 ] || { echo "no test matches '$(T)' (--list shows the names)" >&2; exit 1; }
 
-test-asan: $(B)/tests/test-unit-asan
+test-asan: $(B)/tests/test-unit-asan $(B)/tests/test-shim-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 EMP_TEST_TIMEOUT_SCALE=3 $(B)/tests/test-unit-asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 EMP_TEST_TIMEOUT_SCALE=3 $(B)/tests/test-shim-asan
 
 test-ns: all
 	bash tests/ns/run $(T)
@@ -108,6 +117,11 @@ $(B)/lib/libempsock.so: $(PRE_OBJ) $(CORE_OBJ) preload/exports.map
 $(B)/bin/emp-run: preload/emp-run.c conf/conf.c conf/conf.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) preload/emp-run.c conf/conf.c -o $@
+
+# the shim's own tests, linked with its objects (its internals are theirs to call)
+$(B)/tests/test-shim: $(SHIM_TEST_SRC) $(PRE_OBJ) $(CORE_OBJ) $(HDRS) $(PRE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ipreload $(CFLAGS) $(SHIM_TEST_SRC) $(PRE_OBJ) $(CORE_OBJ) -o $@ $(LDLIBS)
 
 $(B)/tests/sock/%: preload/tests/%.c preload/tests/socklib.h
 	@mkdir -p $(dir $@)

@@ -37,6 +37,7 @@
 
 static void free_conn(struct es_conn *c)
 {
+	es__conn_row_free(c);
 	es__conn_lid_release(c->lid);
 	if (c->leak)
 		return;   /* the engine may still own a buffer */
@@ -121,6 +122,7 @@ static void teardown_locked(struct es_sock *s)
 
 static struct es_conn *zlist;
 static pthread_mutex_t zlock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_zombies = &zlock;
 
 static int sends_idle(const struct es_conn *c)
 {
@@ -190,6 +192,7 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel)
 struct zwaiter { struct es_wake *wk; struct zwaiter *next; };
 static struct zwaiter *zwaiters;
 static pthread_mutex_t zwlock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_zwait = &zwlock;
 
 void es__zombie_changed(void)
 {
@@ -361,13 +364,11 @@ int es__conn_destroy(struct es_sock *s, int flushit)
 	return 0;
 }
 
+/* fork.c: the lingering connections are the parent's (locks made fresh there) */
 void es__conn_atfork_child(void)
 {
 	zlist = NULL;
-	pthread_mutex_init(&zlock, NULL);
 	zwaiters = NULL;
-	pthread_mutex_init(&zwlock, NULL);
-	es__conn_lids_atfork_child();
 }
 
 static void flush_one(int fd, void *o, void *arg)

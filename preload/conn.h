@@ -3,6 +3,7 @@
 #define EMP_CONN_H
 
 #include "es.h"
+#include "stats.h"
 
 #define NCTRL 4
 #define CTRL_SZ 16
@@ -70,6 +71,11 @@ struct es_conn {
 	int bye_sent, bye_done, fin_last, peer_quiet;
 	int64_t last_ctrl_ns, rfin_ns, zdl;
 	struct es_conn *znext;
+	/* empstat's row (connsetup.c) */
+	uint64_t nin, nout;              /* bytes the application read and wrote */
+	unsigned row1;                   /* row + 1; 0: none */
+	int row_st;                      /* state as published (ROW_*, connsetup.c) */
+	int64_t row_ns;                  /* last published */
 };
 
 static inline uint8_t *rslot(struct es_conn *c, uint64_t seq) { return c->rbuf + (seq % c->R) * (size_t)(ES_HDR + c->S); }
@@ -83,9 +89,17 @@ int es__conn_post_ctrl(struct es_conn *c);
 int es__conn_post_data(struct es_conn *c);
 /* connection ids in use (connsetup.c): released when a connection is freed */
 void es__conn_lid_release(uint32_t lid);
-void es__conn_lids_atfork_child(void);
 /* a lingering connection moved: threads waiting for zombies look again (close.c) */
 void es__zombie_changed(void);
+/* empstat's connection rows (connsetup.c). es__conn_row (s->lock held) fills
+ * *i and returns c's row (taken on first use) when it is due (state changed,
+ * or 100 ms since the last), else -1; es__conn_row_put publishes it and must
+ * be called with no lock of the shim held: libemp's statistics lock comes
+ * after all of ours and its fork handler takes it first (fork.c).
+ * es__conn_row_free: the connection goes (no shim lock held). */
+int es__conn_row(struct es_conn *c, struct emp_conn_info *i);
+void es__conn_row_put(int row, const struct emp_conn_info *i);
+void es__conn_row_free(struct es_conn *c);
 #define set_err(c, e) es__set_err(c, e, __LINE__)
 int es__post_recv(struct es_conn *c, uint64_t seq);
 void es__retire_head(struct es_conn *c);

@@ -1,5 +1,7 @@
-/* connsetup.c: what a negotiation sets up in a stream: random connection ids, the peer held in the engine, the receives posted (control from any endpoint until the peer's is proved, then data and control from it). */
+/* connsetup.c: what a negotiation sets up in a stream: random connection ids, the peer held in the engine, the receives posted (control from any endpoint until the peer's is proved, then data and control from it), empstat's row for it. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "conn.h"
@@ -8,6 +10,7 @@
 static uint32_t *lids;
 static unsigned nlids, caplids;
 static pthread_mutex_t lid_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_lids = &lid_lock;   /* held across fork (fork.c) */
 
 static int lid_slot(uint32_t lid)
 {
@@ -77,9 +80,89 @@ void es__conn_lid_release(uint32_t lid)
 	pthread_mutex_unlock(&lid_lock);
 }
 
-void es__conn_lids_atfork_child(void)
+/* ---- empstat's connection rows: one per EMP connection while slots last ----
+ * A row is taken when the connection goes EMP and freed with it; its bytes,
+ * credits and state are rewritten after the application's reads and writes,
+ * at most every ROW_NS unless the state changed, so the row of a connection
+ * gone quiet may lack up to ROW_NS of its last traffic. Slots: a lock-free
+ * bitmap. */
+#define ROW_NS 100000000ll
+enum { ROW_EMP, ROW_FIN_IN, ROW_CLOSING, ROW_ERROR };
+static const char *const row_names[] = { "emp", "emp fin-in", "closing", "error" };
+static atomic_ulong rowmap[(EMP_STATS_MAX_CONNS + 63) / 64];
+
+static int row_take(void)
 {
-	pthread_mutex_init(&lid_lock, NULL);
+	for (unsigned w = 0; w < sizeof rowmap / sizeof rowmap[0]; w++) {
+		unsigned long v = atomic_load(&rowmap[w]);
+		while (~v) {
+			unsigned b = (unsigned)__builtin_ctzl(~v);
+			if (w * 64 + b >= EMP_STATS_MAX_CONNS)
+				break;
+			if (atomic_compare_exchange_weak(&rowmap[w], &v, v | (1ul << b)))
+				return (int)(w * 64 + b);
+		}
+	}
+	return -1;
+}
+
+static int row_state(const struct es_conn *c)
+{
+	return c->err || c->kdead ? ROW_ERROR : c->closing ? ROW_CLOSING : c->rfin ? ROW_FIN_IN : ROW_EMP;
+}
+
+int es__conn_row(struct es_conn *c, struct emp_conn_info *i)
+{
+	if (!c || c->gen != es__g.gen)
+		return -1;
+	int st = row_state(c);
+	int64_t now = es__now_ns();
+	if (c->row1 && st == c->row_st && now - c->row_ns < ROW_NS)
+		return -1;
+	if (!c->row1) {
+		int r = row_take();
+		if (r < 0)
+			return -1;       /* more connections than rows: the rest unlisted */
+		c->row1 = (unsigned)r + 1;
+	}
+	struct es_sock *s = c->s;
+	*i = (struct emp_conn_info){
+		.fd = s->kfd,
+		.local_ip = s->local.sin_addr.s_addr, .remote_ip = s->remote.sin_addr.s_addr,
+		.local_port = ntohs(s->local.sin_port), .remote_port = ntohs(s->remote.sin_port),
+		.peer_host = c->peer.host, .peer_ep = c->peer.ep,
+		.bytes_in = c->nin, .bytes_out = c->nout,
+		.credits_tx = c->credits,
+		.credits_rx = c->data_posted ? c->R - (unsigned)(c->rc - c->rh) : 0,
+	};
+	snprintf(i->state, sizeof i->state, "%s", row_names[st]);
+	c->row_st = st;
+	c->row_ns = now;
+	return (int)c->row1 - 1;
+}
+
+void es__conn_row_put(int row, const struct emp_conn_info *i)
+{
+	emp_endpoint_t *ep = es__g.ep;
+	if (row >= 0 && ep)
+		emp_stats_conn_set(ep, (unsigned)row, i);
+}
+
+void es__conn_row_free(struct es_conn *c)
+{
+	if (!c->row1 || c->gen != es__g.gen)
+		return;
+	unsigned r = c->row1 - 1;
+	emp_stats_conn_set(c->ep, r, NULL);
+	atomic_fetch_and(&rowmap[r / 64], ~(1ul << (r % 64)));
+	c->row1 = 0;
+}
+
+/* fork.c: the child's endpoint publishes rows of its own */
+void es__conn_rows_atfork_child(void)
+{
+	for (unsigned w = 0; w < sizeof rowmap / sizeof rowmap[0]; w++)
+		atomic_store(&rowmap[w], 0);
 }
 
 /* the engine keeps the peer while we use it */

@@ -211,6 +211,60 @@ static int route_src(uint32_t ip, uint32_t *src)
 
 static const char *yes_no(int v) { return v ? "on" : "off"; }
 
+/* The EMP interface, found the way libemp finds it: $EMP_IFNAME, else this
+ * host's line (its IFNAME, or the interface holding its IPv4), else the
+ * interface the kernel routes the first reachable peer through. Returns how
+ * it was found; ifname[0] = 0: none. */
+static const char *find_interface(const struct emp_conf *c, int self_by_ip, char *ifname, size_t len)
+{
+	const char *how = "";
+	const char *env = getenv("EMP_IFNAME");
+	ifname[0] = 0;
+	if (env && *env) {
+		snprintf(ifname, len, "%s", env);
+		how = "$EMP_IFNAME";
+	} else if (self_by_ip >= 0) {
+		const struct emp_conf_peer *pe = &c->peers[self_by_ip];
+		snprintf(ifname, len, "%s", pe->ifname[0] ? pe->ifname : lif_by_ip(pe->ip)->name);
+		how = pe->ifname[0] ? "this host's peer line" : "holds this host's address";
+	} else {
+		for (int i = 0; i < c->npeers && !ifname[0]; i++) {
+			uint32_t src;
+			struct lif *l;
+			if (route_src(c->peers[i].ip, &src) == 0 && (l = lif_by_ip(src)) && strcmp(l->name, "lo")) {
+				snprintf(ifname, len, "%s", l->name);
+				how = "kernel route";
+			}
+		}
+	}
+	return how;
+}
+
+static void print_options_rules(const struct emp_conf *c)
+{
+	const struct emp_conf_options *o = &c->opt;
+	printf("options: ack_every %u, rto_us %llu, rto_max_us %llu, retries %u, flow_control %s, checksum %s,\n"
+	       "         window %u, peer_window %u, descriptors %u, ethertype 0x%04x, qdisc_bypass %s,\n"
+	       "         ack_delay_us %llu, spin_us %u\n",
+	       o->ack_every, (unsigned long long)o->rto_us, (unsigned long long)o->rto_max_us, o->retries,
+	       yes_no(o->flow_control), yes_no(o->checksum), o->window, o->peer_window, o->descriptors,
+	       o->ethertype, yes_no(o->qdisc_bypass), (unsigned long long)o->ack_delay_us, o->spin_us);
+	if (!c->nrules)
+		printf("rules: none: every stream socket to a peer uses EMP\n");
+	else
+		printf("rules (first match wins; a socket that matches none uses EMP):\n");
+	for (int i = 0; i < c->nrules; i++) {
+		const struct emp_conf_rule *r = &c->rules[i];
+		char port[24] = "any";
+		if (r->port_lo == r->port_hi && r->port_lo)
+			snprintf(port, sizeof port, "%u", r->port_lo);
+		else if (r->port_lo || r->port_hi)
+			snprintf(port, sizeof port, "%u-%u", r->port_lo, r->port_hi);
+		printf("  line %-4d use %-6s port %-11s prog %-12s peer %s\n", r->line, r->use_emp ? "emp" : "kernel",
+		       port, r->prog[0] ? r->prog : "any", r->peer[0] ? r->peer : "any");
+	}
+}
+
 static int check_conf(const char *path)
 {
 	struct emp_conf c;
@@ -230,29 +284,8 @@ static int check_conf(const char *path)
 		if (self_by_ip < 0 && lif_by_ip(c.peers[i].ip))
 			self_by_ip = i;
 	}
-	/* The EMP interface, found the way libemp finds it: $EMP_IFNAME, else this
-	 * host's line (its IFNAME, or the interface holding its IPv4), else the
-	 * interface the kernel routes the first reachable peer through. */
-	char ifname[IF_NAMESIZE + 1] = "";
-	const char *how = "";
-	const char *env = getenv("EMP_IFNAME");
-	if (env && *env) {
-		snprintf(ifname, sizeof ifname, "%s", env);
-		how = "$EMP_IFNAME";
-	} else if (self_by_ip >= 0) {
-		const struct emp_conf_peer *pe = &c.peers[self_by_ip];
-		snprintf(ifname, sizeof ifname, "%s", pe->ifname[0] ? pe->ifname : lif_by_ip(pe->ip)->name);
-		how = pe->ifname[0] ? "this host's peer line" : "holds this host's address";
-	} else {
-		for (int i = 0; i < c.npeers && !ifname[0]; i++) {
-			uint32_t src;
-			struct lif *l;
-			if (route_src(c.peers[i].ip, &src) == 0 && (l = lif_by_ip(src)) && strcmp(l->name, "lo")) {
-				snprintf(ifname, sizeof ifname, "%s", l->name);
-				how = "kernel route";
-			}
-		}
-	}
+	char ifname[IF_NAMESIZE + 1];
+	const char *how = find_interface(&c, self_by_ip, ifname, sizeof ifname);
 	struct lif *eif = ifname[0] ? lif_get(ifname, 0) : NULL;
 	int up = eif && (eif->flags & IFF_UP) && (eif->flags & IFF_RUNNING);
 	char mac[18];
@@ -308,30 +341,46 @@ static int check_conf(const char *path)
 	if (self < 0 && self_by_ip < 0)
 		printf("this host: not in the config (no local interface has a peer's MAC or address); "
 		       "programs here keep kernel TCP\n");
-	const struct emp_conf_options *o = &c.opt;
-	printf("options: ack_every %u, rto_us %llu, rto_max_us %llu, retries %u, flow_control %s, checksum %s,\n"
-	       "         window %u, peer_window %u, descriptors %u, ethertype 0x%04x, qdisc_bypass %s,\n"
-	       "         ack_delay_us %llu, spin_us %u\n",
-	       o->ack_every, (unsigned long long)o->rto_us, (unsigned long long)o->rto_max_us, o->retries,
-	       yes_no(o->flow_control), yes_no(o->checksum), o->window, o->peer_window, o->descriptors,
-	       o->ethertype, yes_no(o->qdisc_bypass), (unsigned long long)o->ack_delay_us, o->spin_us);
-	if (!c.nrules)
-		printf("rules: none: every stream socket to a peer uses EMP\n");
-	else
-		printf("rules (first match wins; a socket that matches none uses EMP):\n");
-	for (int i = 0; i < c.nrules; i++) {
-		const struct emp_conf_rule *r = &c.rules[i];
-		char port[24] = "any";
-		if (r->port_lo == r->port_hi && r->port_lo)
-			snprintf(port, sizeof port, "%u", r->port_lo);
-		else if (r->port_lo || r->port_hi)
-			snprintf(port, sizeof port, "%u-%u", r->port_lo, r->port_hi);
-		printf("  line %-4d use %-6s port %-11s prog %-12s peer %s\n", r->line, r->use_emp ? "emp" : "kernel",
-		       port, r->prog[0] ? r->prog : "any", r->peer[0] ? r->peer : "any");
-	}
+	print_options_rules(&c);
 	if (warn)
 		printf("warnings: %d (the config is valid; see above)\n", warn);
 	emp_conf_free(&c);
+	return 0;
+}
+
+/* LD_PRELOAD gets the shim ($EMP_SOCK_LIB, else ../lib/libempsock.so next
+ * to this program) in front of what it held; 0, or -1 (said why) */
+static int set_preload(void)
+{
+	char lib[PATH_MAX], self[PATH_MAX];
+	const char *env = getenv("EMP_SOCK_LIB");
+	if (env && *env) {
+		snprintf(lib, sizeof lib, "%s", env);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+		if (n < 0) {
+			perror("emp-run: /proc/self/exe");
+			return -1;
+		}
+		self[n] = 0;
+		snprintf(lib, sizeof lib, "%s/../lib/libempsock.so", dirname(self));
+		char r[PATH_MAX];
+		if (realpath(lib, r))
+			snprintf(lib, sizeof lib, "%s", r);
+	}
+	if (access(lib, R_OK) != 0) {
+		fprintf(stderr, "emp-run: %s: %s\n", lib, strerror(errno));
+		return -1;
+	}
+	const char *old = getenv("LD_PRELOAD");
+	if (old && *old && !strstr(old, lib)) {
+		size_t n = strlen(lib) + strlen(old) + 2;
+		char *v = malloc(n);
+		snprintf(v, n, "%s:%s", lib, old);
+		setenv("LD_PRELOAD", v, 1);
+	} else if (!old || !*old) {
+		setenv("LD_PRELOAD", lib, 1);
+	}
 	return 0;
 }
 
@@ -400,35 +449,8 @@ int main(int argc, char **argv)
 		}
 	}
 
-	char lib[PATH_MAX], self[PATH_MAX];
-	const char *env = getenv("EMP_SOCK_LIB");
-	if (env && *env) {
-		snprintf(lib, sizeof lib, "%s", env);
-	} else {
-		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-		if (n < 0) {
-			perror("emp-run: /proc/self/exe");
-			return 127;
-		}
-		self[n] = 0;
-		snprintf(lib, sizeof lib, "%s/../lib/libempsock.so", dirname(self));
-		char r[PATH_MAX];
-		if (realpath(lib, r))
-			snprintf(lib, sizeof lib, "%s", r);
-	}
-	if (access(lib, R_OK) != 0) {
-		fprintf(stderr, "emp-run: %s: %s\n", lib, strerror(errno));
+	if (set_preload() < 0)
 		return 127;
-	}
-	const char *old = getenv("LD_PRELOAD");
-	if (old && *old && !strstr(old, lib)) {
-		size_t n = strlen(lib) + strlen(old) + 2;
-		char *v = malloc(n);
-		snprintf(v, n, "%s:%s", lib, old);
-		setenv("LD_PRELOAD", v, 1);
-	} else if (!old || !*old) {
-		setenv("LD_PRELOAD", lib, 1);
-	}
 	char resolved[PATH_MAX];
 	resolved[0] = 0;
 	if (pass_net_raw(argv[i], resolved, sizeof resolved, debug))

@@ -26,8 +26,8 @@
  * Computing readiness costs no system call; a request costs none but the
  * batched send (and the sleep, when there is nothing to do).
  *
- * Locks: ep_lock (structure: sets, registrations, s->epregs) before s->lock
- * before set->lock (a set's ready list). The completion path takes only
+ * Locks (order: fork.c): ep_lock guards the structure (sets, registrations,
+ * s->epregs), set->lock a set's ready list. The completion path takes only
  * s->lock and set->lock.
  */
 #include <errno.h>
@@ -77,6 +77,7 @@ struct es_epset {
 };
 
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_ep = &ep_lock;   /* held across fork (fork.c) */
 static uint64_t cookie;
 static atomic_int raw_sleepers[64];       /* by epfd % 64: threads in the kernel's epoll_wait on a set with no EMP socket yet */
 #define C_DEV 0
@@ -89,15 +90,14 @@ static int internal(uint64_t data) { return data - cookie < 3; }
 
 static int emu_state(struct es_sock *s)
 {
-	return s->kind == ES_KIND_SOCK && (s->state == ES_CONNECTING || s->state == ES_EMP ||
-					  s->state == ES_FAILED || s->state == ES_FOREIGN ||
+	return s->kind == ES_KIND_SOCK && (es__st_ours(s) || s->state == ES_CONNECTING ||
 					  (s->state == ES_PENDING && s->ng.sv.begun));
 }
 
 static uint32_t want_of(const struct es_epreg *r)
 {
 	/* a socket still to negotiate is taken by the wait whatever the interest */
-	int neg = r->s->state == ES_CONNECTING || r->s->state == ES_PENDING;
+	int neg = es__st_undecided(r->s);
 	return (r->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) | EPOLLERR | EPOLLHUP |
 	       (neg ? EPOLLOUT : 0);
 }
@@ -318,34 +318,69 @@ static void reg_kick(struct es_epreg *r)
 		push(r, 1);
 }
 
+/* epoll_ctl on an fd that is not a socket of ours (an epoll set of ours inside another included) */
+static int ctl_kernel(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int r = R_(epoll_ctl)(epfd, op, fd, ev);
+	struct es_epset *inner;
+	if (r == 0 && op == EPOLL_CTL_ADD && (inner = set_get(fd, 0))) {
+		/* an epoll set inside another: its ready list must make its fd
+		 * readable, so the outer wait sees it */
+		pthread_mutex_lock(&ep_lock);
+		inner->nested = 1;
+		if (set_arm(inner) == 0) {
+			if (atomic_load(&inner->nready))
+				set_signal(inner);
+			else
+				set_quiet(inner);    /* a wake left from before it was nested */
+		}
+		pthread_mutex_unlock(&ep_lock);
+	}
+	return r;
+}
+
+/* EPOLL_CTL_ADD of s (no registration in set yet): on our lists when its
+ * state is emulated, else in the kernel set too; 0 or -errno; ep_lock and
+ * s->lock held */
+static int reg_add(struct es_epset *set, int epfd, struct es_sock *s, int fd, struct epoll_event *ev)
+{
+	if (emu_state(s) && set_arm(set) < 0)
+		return -errno;
+	struct es_epreg *r = calloc(1, sizeof *r);
+	if (!r)
+		return -ENOMEM;
+	r->set = set;
+	r->s = s;
+	r->fd = fd;
+	r->events = ev->events;
+	r->data = ev->data;
+	r->emulated = emu_state(s);
+	if (!r->emulated && R_(epoll_ctl)(epfd, EPOLL_CTL_ADD, fd, ev) < 0) {
+		int e = errno;
+		free(r);
+		return -e;
+	}
+	set->nemu += r->emulated;
+	r->next = set->regs;
+	set->regs = r;
+	r->snext = s->epregs;
+	s->epregs = r;
+	reg_kick(r);
+	return 0;
+}
+
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (es__tl_in)
 		return R_(epoll_ctl)(epfd, op, fd, ev);
 	struct es_sock *s = es__sock(fd);
-	if (!s) {
-		int r = R_(epoll_ctl)(epfd, op, fd, ev);
-		struct es_epset *inner;
-		if (r == 0 && op == EPOLL_CTL_ADD && (inner = set_get(fd, 0))) {
-			/* an epoll set inside another: its ready list must make its fd
-			 * readable, so the outer wait sees it */
-			pthread_mutex_lock(&ep_lock);
-			inner->nested = 1;
-			if (set_arm(inner) == 0) {
-				if (atomic_load(&inner->nready))
-					set_signal(inner);
-				else
-					set_quiet(inner);    /* a wake left from before it was nested */
-			}
-			pthread_mutex_unlock(&ep_lock);
-		}
-		return r;
-	}
+	if (!s)
+		return ctl_kernel(epfd, op, fd, ev);
 	if (s->state == ES_PENDING) {
 		if (s->server && op == EPOLL_CTL_ADD)
 			es__settle_begin(fd, s);   /* the OFFER goes; a wait on the set settles it */
 		else
-			es__settle(fd, s, 1);
+			es__settle(fd, s);
 		if (!(s = es__sock(fd)))
 			return R_(epoll_ctl)(epfd, op, fd, ev);
 	}
@@ -363,41 +398,12 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	}
 	es__sock_lock(s);
 	switch (op) {
-	case EPOLL_CTL_ADD:
-		if (r) {
-			e = EEXIST;
-			ret = -1;
-			break;
-		}
-		if (emu_state(s) && set_arm(set) < 0) {
-			e = errno;
-			ret = -1;
-			break;
-		}
-		r = calloc(1, sizeof *r);
-		if (!r) {
-			e = ENOMEM;
-			ret = -1;
-			break;
-		}
-		r->set = set;
-		r->s = s;
-		r->fd = fd;
-		r->events = ev->events;
-		r->data = ev->data;
-		r->emulated = emu_state(s);
-		if (!r->emulated && (ret = R_(epoll_ctl)(epfd, op, fd, ev)) < 0) {
-			e = errno;
-			free(r);
-			break;
-		}
-		set->nemu += r->emulated;
-		r->next = set->regs;
-		set->regs = r;
-		r->snext = s->epregs;
-		s->epregs = r;
-		reg_kick(r);
+	case EPOLL_CTL_ADD: {
+		int rc = r ? -EEXIST : reg_add(set, epfd, s, fd, ev);
+		if (rc < 0)
+			e = -rc, ret = -1;
 		break;
+	}
 	case EPOLL_CTL_MOD:
 		if (!r->emulated) {
 			ret = R_(epoll_ctl)(epfd, op, fd, ev);
@@ -506,7 +512,7 @@ static void settle_all(struct settles *st)
 	for (int i = 0; i < st->n; i++) {
 		struct es_sock *s = es__sock(st->fd[i]);
 		if (s)
-			es__settle(st->fd[i], s, 0);   /* negotiated: its readiness comes next round */
+			es__settle(st->fd[i], s);   /* negotiated: its readiness comes next round */
 	}
 	st->n = 0;
 }
@@ -526,7 +532,7 @@ static int harvest(struct es_epset *set, struct epoll_event *out, int max, struc
 			rq_del(set, r);
 			continue;
 		}
-		if (s->state == ES_CONNECTING || s->state == ES_PENDING) {
+		if (es__st_undecided(s)) {
 			if (s->state == ES_CONNECTING && !s->connected) {
 				rq_del(set, r);
 			} else if (st->n < SETTLE_MAX) {
@@ -535,7 +541,7 @@ static int harvest(struct es_epset *set, struct epoll_event *out, int max, struc
 			}
 			continue;
 		}
-		uint32_t ev = atomic_load(&s->evmask) & want_of(r);
+		uint32_t ev = es__ready_for(s, want_of(r));
 		if (!ev || ((r->events & EPOLLET) && !r->pending)) {
 			rq_del(set, r);          /* no longer ready (a read took it), or no new edge */
 			continue;
@@ -747,13 +753,19 @@ int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const s
 	return epoll_any(epfd, evs, max, timeout, mask);
 }
 
-static void fork_prepare(void) { pthread_mutex_lock(&ep_lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&ep_lock); }
-static void fork_child(void) { pthread_mutex_init(&ep_lock, NULL); }
-
-__attribute__((constructor)) static void ep_init(void)
+static void child_fix(int fd, void *o, void *arg)
 {
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	(void)fd; (void)arg;
+	struct es_epset *set = o;
+	if (set->kind == ES_KIND_EPSET)
+		pthread_mutex_init(&set->lock, NULL);   /* a parent thread may have held it */
+}
+
+/* fork.c: inherited sets stay the parent's (gen), but the child may still
+ * close them or touch their ready lists through its sockets' registrations */
+void es__ep_atfork_child(void)
+{
+	es__fd_foreach(child_fix, NULL);
 }
 
 int epoll_create(int size)

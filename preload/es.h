@@ -189,6 +189,31 @@ static inline void es__waiter_del(struct es_sock *s, struct es_waiter *w)
 #define ES_KIND_SOCK 1
 #define ES_KIND_EPSET 2
 
+/* ---- what a socket's state means (the one place the states are grouped) ----
+ *   CAND        kernel TCP, nothing of ours (or not yet connected/accepted)
+ *   CONNECTING  undecided; the kernel connect runs; on the ready lists (its end settles it)
+ *   PENDING     undecided; connected/accepted, negotiation to run (first use settles it)
+ *   EMP         ours: data and readiness from the stream
+ *   FAILED      ours, dead: strict mode refused kernel TCP; every call fails with s->err
+ *   FOREIGN     ours, dead: the parent's EMP connection; every call fails with EIO
+ * Readiness per state: es__events (ready.c); a state change goes with
+ * es__sock_update under s->lock, so waiters see the new readiness. */
+static inline int es__st_undecided(const struct es_sock *s)
+{
+	return s->state == ES_CONNECTING || s->state == ES_PENDING;
+}
+/* the shim answers its data calls and readiness (EMP, FAILED, FOREIGN) */
+static inline int es__st_ours(const struct es_sock *s)
+{
+	return s->state == ES_EMP || s->state == ES_FAILED || s->state == ES_FOREIGN;
+}
+/* what a waiter asking for interest (poll/epoll bits) sees of s's readiness:
+ * errors and hangups whatever it asked (poll.c, epoll.c) */
+static inline unsigned es__ready_for(struct es_sock *s, unsigned interest)
+{
+	return atomic_load(&s->evmask) & (interest | POLLERR | POLLHUP);
+}
+
 void *es__fd_get(int fd);                     /* raw table entry */
 struct es_sock *es__sock(int fd);             /* entry if it is a socket */
 void es__fd_set(int fd, void *obj);
@@ -201,6 +226,30 @@ void es__fd_foreach(void (*fn)(int fd, void *obj, void *arg), void *arg);
 void es__fd_lock(void);
 void es__fd_unlock(void);
 void es__fd_atfork_child(void);
+
+/* ---- fork (fork.c): the one pthread_atfork, the lock order ---- */
+/* every process-wide lock of the shim, in lock order (fork.c says it) */
+struct es_fork_lock {
+	const char *name;
+	pthread_mutex_t *const *mu;
+	int at_prepare;                  /* held across fork(2) (else re-initialised in the child) */
+};
+extern const struct es_fork_lock es__fork_locks[];
+extern const int es__fork_nlocks;
+/* the locks, each owned by its file (fork.c only lists them) */
+extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombies,
+	*const es__lk_global, *const es__lk_settle, *const es__lk_fdtab, *const es__lk_live,
+	*const es__lk_lids, *const es__lk_guard, *const es__lk_zwait, *const es__lk_rand,
+	*const es__lk_resolve;
+/* the child's fix-ups, called by fork.c in this order after the locks are fresh */
+void es__init_atfork_child(void);             /* init.c: no endpoint, generation + 1 */
+/* es__fd_atfork_child (above), then: */
+void es__conn_atfork_child(void);             /* close.c */
+void es__ep_atfork_child(void);               /* epoll.c */
+void es__settle_atfork_child(void);           /* negotiate.c */
+void es__negc_atfork_child(void);             /* negclient.c */
+void es__conn_rows_atfork_child(void);        /* connsetup.c */
+void es__rand_atfork_child(void);             /* rand.c */
 
 /* ---- negotiation (negotiate.c, negclient.c) ---- */
 /* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
@@ -225,10 +274,12 @@ void es__neg_close_udp(struct es_sock *s);
 int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);
 /* 0: kernel TCP; else MARK_* of the accepted connection (listener lfd) */
 int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
-/* Drive a PENDING/CONNECTING socket to a decision if possible (one thread per
- * socket at a time; others wait for its outcome); returns its state, ES_CAND when
- * it went to the kernel (s is freed then). */
-int es__settle(int fd, struct es_sock *s, int block);
+/* Drive a PENDING/CONNECTING socket to a decision (one thread per socket at a
+ * time; others wait for its outcome): a CONNECTING socket whose kernel connect
+ * has not finished stays so at once; otherwise this blocks until the
+ * negotiation is decided (at most its bound), from poll and epoll_wait too.
+ * Returns its state, ES_CAND when it went to the kernel (s is freed then). */
+int es__settle(int fd, struct es_sock *s);
 /* An accepted socket's negotiation started without waiting (its OFFER goes
  * out; es__settle finishes it): an event loop's accept + epoll_ctl ADD for a
  * backlog of connections sends every OFFER at once, not one round trip each.
@@ -237,7 +288,8 @@ int es__settle_begin(int fd, struct es_sock *s);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 
-/* ---- byte stream over EMP (stream.c) ---- */
+/* ---- byte stream over EMP: set-up (connsetup.c, stream.c), completions and
+ * readiness (stream.c), reads and writes (xfer.c), teardown (close.c) ---- */
 /* receives posted for messages from (peer_host, peer_ep) tagged lid, which
  * must carry key_rx (our key from the negotiation) */
 int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep, uint32_t lid, uint64_t key_rx);
@@ -255,7 +307,11 @@ int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbu
 		      uint64_t key_tx);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);
+/* close.c: the last fd is gone; 1 when the connection lingers (the linger
+ * list then owns s); flush: close in order (FIN), else give up */
 int es__conn_destroy(struct es_sock *s, int flush);
+/* close.c: at exit every connection closes in order (bounded wait) */
+void es__flush_all(void);
 uint32_t es__conn_lid(struct es_sock *s);
 void es__process(struct es_sock *s);          /* lock held: take the completed requests */
 unsigned es__stream_events(struct es_sock *s);  /* an EMP stream's readiness as poll bits; lock held */
@@ -303,8 +359,6 @@ static inline void es__defer_flush(void)
 	if (es__tl_defer && es__g.ep)
 		emp_flush(es__g.ep);
 }
-void es__conn_atfork_child(void);
-void es__flush_all(void);
 
 /* ---- epoll (epoll.c) ---- */
 void es__ep_sock_gone(struct es_sock *s);    /* drop every registration of s */

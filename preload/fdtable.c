@@ -12,6 +12,7 @@ static void *_Atomic *tab;
 static int tabn;
 static atomic_int hiwater;
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_fdtab = &tab_lock;   /* held across fork (fork.c) */
 
 static int tab_init(void)
 {
@@ -163,12 +164,12 @@ static void child_fix(int fd, void *o, void *arg)
 	s->live = 0;             /* the liveness set stayed with the parent */
 	if (s->state == ES_EMP) {
 		s->state = ES_FOREIGN;
-		atomic_store(&s->evmask, POLLERR | POLLHUP | POLLIN | POLLOUT);
+		atomic_store(&s->evmask, es__events(s));
 	}
 }
 
+/* fork.c: after the process-wide locks were made fresh */
 void es__fd_atfork_child(void)
 {
-	pthread_mutex_init(&tab_lock, NULL);
 	es__fd_foreach(child_fix, NULL);
 }

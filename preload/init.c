@@ -1,4 +1,4 @@
-/* init.c: real-function resolution (dlsym RTLD_NEXT), re-entrancy guard, settings, the EMP endpoint, fork and exit hooks. */
+/* init.c: real-function resolution (dlsym RTLD_NEXT), re-entrancy guard, settings, the EMP endpoint, the exit hook (fork: fork.c). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -16,7 +16,9 @@ struct es_real es__real;
 __thread int es__tl_in __attribute__((tls_model("initial-exec")));
 struct es_global es__g = { .lock = PTHREAD_MUTEX_INITIALIZER, .neg_ms = 500, .neg_known_ms = 5000,
 			   .nbufs = 32, .bufsz = 131072 };
+pthread_mutex_t *const es__lk_global = &es__g.lock;
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_resolve = &resolve_lock;
 static atomic_int resolved;
 
 #define RES(fn) es__real.fn = dlsym(RTLD_NEXT, #fn)
@@ -154,28 +156,14 @@ emp_endpoint_t *es__engine(void)
 	return es__g.ep;
 }
 
-static void atfork_prepare(void)
+/* fork.c: the child has no progress thread and must not use the parent's
+ * endpoint: it opens its own on demand; inherited EMP connections become
+ * FOREIGN (fdtable.c). */
+void es__init_atfork_child(void)
 {
-	pthread_mutex_lock(&es__g.lock);
-	es__fd_lock();
-}
-
-static void atfork_parent(void)
-{
-	es__fd_unlock();
-	pthread_mutex_unlock(&es__g.lock);
-}
-
-/* The child has no progress thread and must not use the parent's endpoint:
- * it opens its own on demand; inherited EMP connections become FOREIGN. */
-static void atfork_child(void)
-{
-	pthread_mutex_init(&es__g.lock, NULL);
 	es__g.ep = NULL;
 	es__g.ep_failed = 0;
 	es__g.gen++;
-	es__fd_atfork_child();
-	es__conn_atfork_child();
 }
 
 static void dump_counters(void)
@@ -210,6 +198,5 @@ static void at_exit(void)
 __attribute__((constructor)) static void es_init(void)
 {
 	es__resolve();
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	atexit(at_exit);
 }

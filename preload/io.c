@@ -15,8 +15,8 @@ static struct es_sock *emp_fd(int fd)
 	struct es_sock *s = es__sock(fd);
 	if (!s || s->state == ES_CAND)
 		return NULL;
-	if (s->state == ES_PENDING || s->state == ES_CONNECTING) {
-		es__settle(fd, s, 1);
+	if (es__st_undecided(s)) {
+		es__settle(fd, s);
 		s = es__sock(fd);
 		if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)
 			return NULL;

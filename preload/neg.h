@@ -65,9 +65,10 @@ int es__neg_udp_socket(void);
 int es__neg_name_in(int fd, int peer, struct sockaddr_in *out);
 int es__neg_self_and_peer(const struct sockaddr_in *local, const struct sockaddr_in *remote,
 			  uint16_t port);
-/* wait until udp is readable, s's connection changed since seq0 (its HELLO;
- * es__neg_seq before the caller looked), or until (ns); drives the engine */
+/* s's change count (its connection's HELLO moves it): read before looking */
 unsigned es__neg_seq(struct es_sock *s);
+/* wait until udp is readable, s's connection changed since seq0 (es__neg_seq
+ * before the caller looked), or until (ns); drives the engine */
 void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0);
 /* decisions; they return the socket's state, ES_CAND when s was freed (kernel TCP) */
 int es__neg_finish_emp(struct es_sock *s);

@@ -35,11 +35,10 @@
  * Giving up unregisters and closes our UDP socket, so a later OFFER meets ICMP
  * and the server falls back too.
  *
- * Locks: neg_lock (the table, the responder's registry, s->ng.st of registered
- * sockets) is taken before s->lock and never while holding the fd table lock or
- * es__g.lock; the responder touches a socket only under neg_lock while it is
+ * Locks (order: fork.c): neg_lock guards the table, the responder's registry
+ * and s->ng.st of registered sockets; the responder touches a socket only under neg_lock while it is
  * registered, and every path that frees a socket unregisters it first
- * (es__neg_forget). Fork: the child has no responder; its registry starts
+ * (es__neg_forget). Fork (fork.c): the child has no responder; its registry starts
  * empty; a socket the parent already answered for is the parent's (FOREIGN in
  * the child), one still waiting is registered again when the child settles it.
  */
@@ -53,6 +52,7 @@
 #include "neg.h"
 
 static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_neg = &neg_lock;
 
 /* ---- servers known to speak EMP (under neg_lock) ---- */
 #define KNOWN_N 256
@@ -394,7 +394,10 @@ int es__negc_settle(struct es_sock *s)
 			es__conn_destroy(s, 0);
 		es__neg_close_udp(s);
 		s->ng.reg = 0;
+		es__sock_lock(s);
 		s->state = ES_FOREIGN;
+		es__sock_update(s, 1);   /* its readiness (es__events): a wait returns at once */
+		es__sock_unlock(s);
 		es__ep_sock_switched(s);
 		return ES_FOREIGN;
 	}
@@ -449,19 +452,13 @@ int es__negc_settle(struct es_sock *s)
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);
 }
 
-/* The child has no responder and a copy of the registry it must not use. */
-static void atfork_child(void)
+/* fork.c: the child has no responder and a copy of the registry it must not use. */
+void es__negc_atfork_child(void)
 {
-	pthread_mutex_init(&neg_lock, NULL);
 	if (rep_ep >= 0)
 		R_(close)(rep_ep);
 	rep_ep = -1;
 	rep_state = 0;
 	slots = NULL;   /* the parent's copy may be mid-change: left, not freed */
 	nslots = hint = 0;
-}
-
-__attribute__((constructor)) static void negc_init(void)
-{
-	pthread_atfork(NULL, NULL, atfork_child);
 }

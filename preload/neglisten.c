@@ -21,6 +21,7 @@ struct guard { uint32_t ip; uint16_t port; int gfd; };
 static struct guard *guards;
 static int nguards;
 static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_guard = &guard_mu;   /* held across fork (fork.c) */
 
 void es__neg_guard(const struct sockaddr_in *a)
 {

@@ -234,9 +234,12 @@ int es__neg_finish_emp(struct es_sock *s)
 	es__neg_forget(s);
 	es__sock_lock(s);
 	s->state = ES_EMP;
+	struct emp_conn_info ri;
+	int row = es__conn_row(s->c, &ri);
 	es__live_add(s);        /* its kernel socket now only says whether the peer lives */
 	es__sock_update(s, 1);
 	es__sock_unlock(s);
+	es__conn_row_put(row, &ri);   /* empstat lists it */
 	es__neg_close_udp(s);
 	es__ep_sock_switched(s);
 	es__dbg("fd %d: EMP with %s:%u (conn %u)", s->kfd, inet_ntoa(s->remote.sin_addr),
@@ -342,6 +345,45 @@ static int neg_server_begin(struct es_sock *s, int *res)
  * has come from the endpoint the ACCEPT named: an ACCEPT naming another
  * process's endpoint gets nothing sent there, and is refused at the bound.
  * The OFFER may have gone out earlier (es__settle_begin). */
+/* read the side channel dry: the client's ACCEPT (kept in *acc and s->ng.sv),
+ * its REJECT, ICMP refusals (*refused), the rest counted; 0 to go on, else
+ * the decision (es__neg_fallback's state) */
+static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_msg *acc, int *refused)
+{
+	struct neg_msg m;
+	for (;;) {
+		ssize_t n = R_(recv)(s->udp, &m, sizeof m, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == ECONNREFUSED) {
+				*refused |= !s->ng.sv.accepted;
+				continue;
+			}
+			return 0;
+		}
+		if (!es__neg_valid(&m, n, s) || m.skey != s->ng.skey) {
+			es__neg_count_forged(s, "not of this negotiation");
+			continue;
+		}
+		if (m.type == N_REJECT && (!s->ng.sv.accepted || m.ckey == s->ng.ckey))
+			return es__neg_fallback(s, "client declined EMP");
+		if (m.type != N_ACCEPT || s->ng.sv.accepted || !es__neg_params_ok(&m) || !m.ckey) {
+			if (m.type != N_ACCEPT || !s->ng.sv.accepted || memcmp(&m, acc, sizeof m))
+				es__neg_count_forged(s, "unexpected or out of bounds");
+			continue;
+		}
+		/* the client's HELLO may start a session with the engine from now on */
+		if (emp_peer_hold(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) }) < 0) {
+			send_reject(s);
+			return es__neg_fallback(s, "EMP peer table full");
+		}
+		emp_peer_release(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) });
+		*acc = m;
+		memcpy(s->ng.sv.acc, acc, sizeof *acc);
+		s->ng.ckey = m.ckey;
+		s->ng.sv.accepted = 1;
+	}
+}
+
 static int neg_server(struct es_sock *s)
 {
 	_Static_assert(sizeof(struct neg_msg) <= sizeof s->ng.sv.acc, "ACCEPT copy");
@@ -351,7 +393,7 @@ static int neg_server(struct es_sock *s)
 	emp_endpoint_t *ep = es__engine();
 	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
 	int udp = s->udp;
-	struct neg_msg o, m, acc;
+	struct neg_msg o, acc;
 	memcpy(&acc, s->ng.sv.acc, sizeof acc);
 	es__neg_fill(&o, N_OFFER, s);
 	/* an OFFER sent early may have waited on a busy loop's ready list: the
@@ -373,37 +415,9 @@ static int neg_server(struct es_sock *s)
 			if (s->ng.sv.gap < 20000000)
 				s->ng.sv.gap *= 2;
 		}
-		for (;;) {
-			ssize_t n = R_(recv)(udp, &m, sizeof m, MSG_DONTWAIT);
-			if (n < 0) {
-				if (errno == ECONNREFUSED) {
-					refused |= !s->ng.sv.accepted;
-					continue;
-				}
-				break;
-			}
-			if (!es__neg_valid(&m, n, s) || m.skey != s->ng.skey) {
-				es__neg_count_forged(s, "not of this negotiation");
-				continue;
-			}
-			if (m.type == N_REJECT && (!s->ng.sv.accepted || m.ckey == s->ng.ckey))
-				return es__neg_fallback(s, "client declined EMP");
-			if (m.type != N_ACCEPT || s->ng.sv.accepted || !es__neg_params_ok(&m) || !m.ckey) {
-				if (m.type != N_ACCEPT || !s->ng.sv.accepted || memcmp(&m, &acc, sizeof m))
-					es__neg_count_forged(s, "unexpected or out of bounds");
-				continue;
-			}
-			/* the client's HELLO may start a session with the engine from now on */
-			if (emp_peer_hold(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) }) < 0) {
-				send_reject(s);
-				return es__neg_fallback(s, "EMP peer table full");
-			}
-			emp_peer_release(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) });
-			acc = m;
-			memcpy(s->ng.sv.acc, &acc, sizeof acc);
-			s->ng.ckey = m.ckey;
-			s->ng.sv.accepted = 1;
-		}
+		int res = sv_read(s, ep, host, &acc, &refused);
+		if (res)
+			return res;
 		/* an OFFER sent within the grace (the last one that went) met a
 		 * client not bound yet: again soon */
 		if (refused && s->ng.sv.sent >= s->ng.sv.icmp_grace)
@@ -504,14 +518,14 @@ static int settle(int fd, struct es_sock *s)
  * outcome); different sockets settle in parallel. */
 static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t settle_cv = PTHREAD_COND_INITIALIZER;
+pthread_mutex_t *const es__lk_settle = &settle_mu;
 
-int es__settle(int fd, struct es_sock *s, int block)
+int es__settle(int fd, struct es_sock *s)
 {
-	(void)block;
 	pthread_mutex_lock(&settle_mu);
 	while (es__sock(fd) == s && s->ng.settling)
 		pthread_cond_wait(&settle_cv, &settle_mu);
-	if (es__sock(fd) != s || (s->state != ES_CONNECTING && s->state != ES_PENDING)) {
+	if (es__sock(fd) != s || !es__st_undecided(s)) {
 		int r = es__sock(fd) == s ? s->state : ES_CAND;
 		pthread_mutex_unlock(&settle_mu);
 		return r;
@@ -564,14 +578,9 @@ static void child_fix(int fd, void *o, void *arg)
 		s->ng.settling = 0;   /* the thread settling it stayed in the parent */
 }
 
-static void atfork_child(void)
+/* fork.c: the threads settling sockets stayed in the parent */
+void es__settle_atfork_child(void)
 {
-	pthread_mutex_init(&settle_mu, NULL);
 	pthread_cond_init(&settle_cv, NULL);
 	es__fd_foreach(child_fix, NULL);
-}
-
-__attribute__((constructor)) static void neg_init(void)
-{
-	pthread_atfork(NULL, NULL, atfork_child);
 }

@@ -43,128 +43,150 @@ static int emp_ready(struct pollfd *fds, struct es_sock **ss, nfds_t n)
 	for (nfds_t i = 0; i < n; i++) {
 		if (!ss[i])
 			continue;
-		unsigned ev = atomic_load(&ss[i]->evmask);
-		fds[i].revents = (short)(ev & ((unsigned)fds[i].events | POLLERR | POLLHUP | POLLNVAL));
+		fds[i].revents = (short)es__ready_for(ss[i], (unsigned short)fds[i].events);
 		if (fds[i].revents)
 			k++;
 	}
 	return k;
 }
 
-int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask)
+/* one es__poll call: the application's array, our wake on its EMP sockets,
+ * the kernel fds (t[0..nk), then the liveness set and our eventfd) */
+struct pcall {
+	struct pollfd *fds, *t;
+	nfds_t n;
+	int nk;
+	int *map;                        /* t[j] is fds[map[j]] */
+	struct es_waiter *w;
+	struct es_sock **ss;             /* fds[i]'s EMP socket, or NULL (in t) */
+	struct es_wake wk;
+	int64_t dl;
+	const sigset_t *mask;
+};
+
+/* settle what is undecided, put a waiter on each EMP socket, the rest in t */
+static void pc_arm(struct pcall *pc)
 {
-	nfds_t i;
-	int any = 0;
-	for (i = 0; i < n && !any; i++)
-		any = needs_us(fds[i].fd);
-	if (!any || es__tl_in)
-		return real_wait(fds, n, timeout_ns, mask);
-	int64_t dl = timeout_ns < 0 ? -1 : es__now_ns() + timeout_ns;
-	struct pollfd *t = malloc((n + 3) * sizeof *t);
-	int *map = malloc((n + 1) * sizeof *map);
-	struct es_waiter *w = calloc(n, sizeof *w);
-	struct es_sock **ss = calloc(n, sizeof *ss);
-	if (!t || !map || !w || !ss) {
-		free(t); free(map); free(w); free(ss);
-		errno = ENOMEM;
-		return -1;
-	}
-	struct es_wake wk = { .efd = es__tl_efd() };
-	int ret, nk;
-again:
-	nk = 0;
-	for (i = 0; i < n; i++) {
-		struct es_sock *s = es__sock(fds[i].fd);
-		if (s && (s->state == ES_PENDING || s->state == ES_CONNECTING)) {
-			es__settle(fds[i].fd, s, 0);
-			s = es__sock(fds[i].fd);
+	pc->nk = 0;
+	for (nfds_t i = 0; i < pc->n; i++) {
+		struct es_sock *s = es__sock(pc->fds[i].fd);
+		if (s && es__st_undecided(s)) {
+			es__settle(pc->fds[i].fd, s);
+			s = es__sock(pc->fds[i].fd);
 		}
-		ss[i] = s && s->state != ES_CAND && s->state != ES_CONNECTING && s->state != ES_PENDING ? s : NULL;
-		fds[i].revents = 0;
-		if (ss[i]) {
-			es__sock_lock(ss[i]);
-			es__waiter_add(ss[i], &w[i], &wk);
-			es__sock_unlock(ss[i]);
+		pc->ss[i] = s && es__st_ours(s) ? s : NULL;
+		pc->fds[i].revents = 0;
+		if (pc->ss[i]) {
+			es__sock_lock(pc->ss[i]);
+			es__waiter_add(pc->ss[i], &pc->w[i], &pc->wk);
+			es__sock_unlock(pc->ss[i]);
 		} else {
-			map[nk] = (int)i;
-			t[nk++] = fds[i];
+			pc->map[pc->nk] = (int)i;
+			pc->t[pc->nk++] = pc->fds[i];
 		}
 	}
-	int lfd = es__live_fd();
-	t[nk] = (struct pollfd){ lfd, POLLIN, 0 };
-	t[nk + 1] = (struct pollfd){ wk.efd, POLLIN, 0 };
-	int connecting = 0;
+	pc->t[pc->nk] = (struct pollfd){ es__live_fd(), POLLIN, 0 };
+	pc->t[pc->nk + 1] = (struct pollfd){ pc->wk.efd, POLLIN, 0 };
+}
+
+static void pc_disarm(struct pcall *pc)
+{
+	for (nfds_t i = 0; i < pc->n; i++)
+		if (pc->ss[i]) {
+			es__sock_lock(pc->ss[i]);
+			es__waiter_del(pc->ss[i], &pc->w[i]);
+			es__sock_unlock(pc->ss[i]);
+		}
+}
+
+/* wait until something is ready: the count (revents filled), 0 at the
+ * deadline, -1 EINTR, -2 a connect in progress finished (settle, arm again) */
+static int pc_wait(struct pcall *pc)
+{
+	int nk = pc->nk;
 	for (;;) {
-		es__wake_reset(&wk);
-		int ready = emp_ready(fds, ss, n), kready = 0;
+		es__wake_reset(&pc->wk);
+		int ready = emp_ready(pc->fds, pc->ss, pc->n), kready = 0, connecting = 0;
 		if (ready && nk) {
 			/* EMP has answers: the kernel fds get one look too (fairness) */
-			if (real_wait(t, (nfds_t)nk, 0, NULL) > 0)
+			if (real_wait(pc->t, (nfds_t)nk, 0, NULL) > 0)
 				kready = 1;
 		} else if (!ready) {
-			int r = es__wait_fds(&wk, t, nk + 2, dl < 0 ? -1 : dl > es__now_ns() ? dl - es__now_ns() : 0, mask);
+			int64_t now = es__now_ns();
+			int r = es__wait_fds(&pc->wk, pc->t, nk + 2, pc->dl < 0 ? -1 : pc->dl > now ? pc->dl - now : 0,
+					     pc->mask);
 			if (r == -EINTR) {
-				ret = -1;
 				errno = EINTR;
-				goto out;
+				return -1;
 			}
 			if (r == 2) {
-				if (t[nk].revents)
+				if (pc->t[nk].revents)
 					es__live_harvest();   /* a peer died, or a connect finished */
 				for (int j = 0; j < nk; j++)
-					if (t[j].revents)
+					if (pc->t[j].revents)
 						kready = 1;
 			}
-			ready = emp_ready(fds, ss, n);
+			ready = emp_ready(pc->fds, pc->ss, pc->n);
 		}
 		if (kready) {
 			for (int j = 0; j < nk; j++) {
-				fds[map[j]].revents = t[j].revents;
-				if (!t[j].revents)
+				pc->fds[pc->map[j]].revents = pc->t[j].revents;
+				if (!pc->t[j].revents)
 					continue;
-				struct es_sock *s = es__sock(fds[map[j]].fd);
+				struct es_sock *s = es__sock(pc->fds[pc->map[j]].fd);
 				if (s && s->state == ES_CONNECTING)
 					connecting = 1;
 				ready++;
 			}
 		}
 		if (connecting)
+			return -2;
+		if (ready)
+			return ready;
+		if (pc->dl >= 0 && es__now_ns() >= pc->dl)
+			return 0;
+	}
+}
+
+int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask)
+{
+	int any = 0;
+	for (nfds_t i = 0; i < n && !any; i++)
+		any = needs_us(fds[i].fd);
+	if (!any || es__tl_in)
+		return real_wait(fds, n, timeout_ns, mask);
+	struct pcall pc = {
+		.fds = fds, .n = n, .mask = mask,
+		.dl = timeout_ns < 0 ? -1 : es__now_ns() + timeout_ns,
+		.t = malloc((n + 3) * sizeof *pc.t), .map = malloc((n + 1) * sizeof *pc.map),
+		.w = calloc(n, sizeof *pc.w), .ss = calloc(n, sizeof *pc.ss),
+		.wk = { .efd = es__tl_efd() },
+	};
+	int ret = -1;
+	if (!pc.t || !pc.map || !pc.w || !pc.ss) {
+		errno = ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		pc_arm(&pc);
+		ret = pc_wait(&pc);
+		pc_disarm(&pc);
+		if (ret != -2)
 			break;
-		if (ready) {
-			ret = ready;
-			goto out;
+		/* a non-blocking connect finished: negotiate, then start over */
+		for (nfds_t i = 0; i < n; i++) {
+			struct es_sock *s = es__sock(fds[i].fd);
+			if (s && s->state == ES_CONNECTING)
+				es__settle(fds[i].fd, s);
 		}
-		if (dl >= 0 && es__now_ns() >= dl) {
-			ret = 0;
-			goto out;
-		}
+		if (pc.dl >= 0 && es__now_ns() >= pc.dl)
+			pc.dl = es__now_ns();
 	}
-	/* a non-blocking connect finished: negotiate, then start over */
-	for (i = 0; i < n; i++)
-		if (ss[i]) {
-			es__sock_lock(ss[i]);
-			es__waiter_del(ss[i], &w[i]);
-			es__sock_unlock(ss[i]);
-		}
-	for (i = 0; i < n; i++) {
-		struct es_sock *s = es__sock(fds[i].fd);
-		if (s && s->state == ES_CONNECTING)
-			es__settle(fds[i].fd, s, 0);
-	}
-	if (dl >= 0 && es__now_ns() >= dl)
-		dl = es__now_ns();
-	goto again;
-out:
-	for (i = 0; i < n; i++)
-		if (ss[i]) {
-			es__sock_lock(ss[i]);
-			es__waiter_del(ss[i], &w[i]);
-			es__sock_unlock(ss[i]);
-		}
-	es__wake_reset(&wk);
+	es__wake_reset(&pc.wk);
 	if (ret > 0)
 		es__defer_on();   /* an event loop: its replies leave together at its next wait */
-	free(t); free(map); free(w); free(ss);
+out:
+	free(pc.t); free(pc.map); free(pc.w); free(pc.ss);
 	return ret;
 }
 

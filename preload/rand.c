@@ -15,6 +15,7 @@
 #include "es.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_rand = &mu;
 static uint8_t pool[256];
 static unsigned left;
 
@@ -49,14 +50,9 @@ uint64_t es__random64(void)
 	return v;
 }
 
-static void atfork_child(void)
+/* fork.c: the child throws the parent's unread bytes away */
+void es__rand_atfork_child(void)
 {
-	pthread_mutex_init(&mu, NULL);
 	memset(pool, 0, sizeof pool);
 	left = 0;
-}
-
-__attribute__((constructor)) static void rand_init(void)
-{
-	pthread_atfork(NULL, NULL, atfork_child);
 }

@@ -131,6 +131,7 @@ static int live_fd = -1;
 static unsigned live_gen;
 static atomic_uint next_ident;
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_live = &live_mu;
 
 int es__live_fd(void)
 {

@@ -88,7 +88,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
-		if (es__settle(fd, s, 1) == ES_FAILED) {
+		if (es__settle(fd, s) == ES_FAILED) {
 			errno = ECONNREFUSED;
 			return -1;
 		}
@@ -186,8 +186,8 @@ int shutdown(int fd, int how)
 {
 	GUARD(shutdown, fd, how);
 	struct es_sock *s = es__sock(fd);
-	if (s && (s->state == ES_PENDING || s->state == ES_CONNECTING))
-		es__settle(fd, s, 1);
+	if (s && es__st_undecided(s))
+		es__settle(fd, s);
 	s = es__sock(fd);
 	if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)
 		return R_(shutdown)(fd, how);
@@ -308,8 +308,8 @@ int ioctl(int fd, unsigned long req, ...)
 	va_end(ap);
 	struct es_sock *s = es__tl_in ? NULL : es__sock(fd);
 	if (s && req == FIONREAD) {
-		if (s->state == ES_PENDING || s->state == ES_CONNECTING)
-			es__settle(fd, s, 1);
+		if (es__st_undecided(s))
+			es__settle(fd, s);
 		s = es__sock(fd);
 		if (s && s->state == ES_EMP) {
 			*(int *)arg = es__fionread(s);
@@ -379,8 +379,8 @@ int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
 		return 0;
 	}
 	if (s && level == SOL_SOCKET && name == SO_ERROR) {
-		if (s->state == ES_PENDING || s->state == ES_CONNECTING)
-			es__settle(fd, s, 0);
+		if (es__st_undecided(s))
+			es__settle(fd, s);
 		s = es__sock(fd);
 		if (s && (s->state == ES_EMP || s->state == ES_FAILED) && v && len &&
 		    *len >= sizeof(int)) {

@@ -279,13 +279,9 @@ void es__flush(struct es_conn *c)
 	}
 }
 
-/* Take the requests of s that completed (the engine is not driven from here:
- * this runs inside the completion hook); lock held. */
-void es__process(struct es_sock *s)
+/* data receives that completed, in ring order; 1 if any */
+static int reap_data(struct es_conn *c)
 {
-	struct es_conn *c = s->c;
-	if (!c || c->gen != es__g.gen || c->leak)
-		return;
 	struct emp_status st;
 	int changed = 0, r;
 	while (c->data_posted && c->rc < c->rh + c->R) {
@@ -345,8 +341,16 @@ void es__process(struct es_sock *s)
 		es__retire_head(c);
 		changed = 1;
 	}
+	return changed;
+}
+
+/* control receives that completed (each posted again); 1 if any */
+static int reap_ctrl(struct es_conn *c)
+{
+	struct emp_status st;
+	int changed = 0;
 	for (int i = 0; i < NCTRL; i++) {
-		r = emp_reap(c->ep, c->creq[i], &st);
+		int r = emp_reap(c->ep, c->creq[i], &st);
 		if (r == 0)
 			continue;
 		changed = 1;
@@ -380,6 +384,14 @@ void es__process(struct es_sock *s)
 		if (emp_start(c->ep, c->creq[i]) < 0)
 			set_err(c, ECONNRESET);
 	}
+	return changed;
+}
+
+/* sends that completed (data slots retired in order, the control send); 1 if any */
+static int reap_sends(struct es_conn *c)
+{
+	struct emp_status st;
+	int changed = 0, r;
 	for (uint64_t q = c->sh; q < c->sp; q++) {
 		unsigned i = q % c->W;
 		if (c->sdone[i])
@@ -412,6 +424,19 @@ void es__process(struct es_sock *s)
 				c->bye_done = 1;
 		}
 	}
+	return changed;
+}
+
+/* Take the requests of s that completed (the engine is not driven from here:
+ * this runs inside the completion hook); lock held. */
+void es__process(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	if (!c || c->gen != es__g.gen || c->leak)
+		return;
+	int changed = reap_data(c);
+	changed |= reap_ctrl(c);
+	changed |= reap_sends(c);
 	es__flush(c);
 	if (changed) {
 		es__sock_update(s, 1);

@@ -144,8 +144,13 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 	}
 	ret = (ssize_t)got;
 out:
+	if (ret > 0 && !(flags & MSG_PEEK))
+		c->nin += (uint64_t)ret;
+	struct emp_conn_info ri;
+	int row = es__conn_row(c, &ri);
 	es__sock_update(s, 0);   /* bits the read cleared (a level-triggered set drops it) */
 	es__sock_unlock(s);
+	es__conn_row_put(row, &ri);
 	return ret;
 }
 
@@ -213,8 +218,13 @@ ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int fla
 	}
 	ret = (ssize_t)sent;
 out:
+	if (ret > 0)
+		c->nout += (uint64_t)ret;
+	struct emp_conn_info ri;
+	int row = es__conn_row(c, &ri);
 	es__sock_update(s, 0);
 	es__sock_unlock(s);
+	es__conn_row_put(row, &ri);
 	return ret;
 }
 

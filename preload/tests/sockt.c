@@ -1,4 +1,4 @@
-/* sockt.c: small socket test programs for the namespace tests of the preload (half-close, peer death, nb connect, epoll ET, fork servers). */
+/* sockt.c: small socket test programs for the namespace tests of the preload (half-close, peer death, nb connect, epoll ET, fork servers, forks under load). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -137,6 +137,8 @@ static int echo_server(int port, int banner, int count)
 	return 0;
 }
 
+static int echo_check(int s, size_t total);
+
 /* client: optional non-blocking connect + poll, optional banner, echo check */
 static int echo_client(const char *host, int port, int nb, int banner, size_t total)
 {
@@ -172,7 +174,7 @@ static int echo_client(const char *host, int port, int nb, int banner, size_t to
 	} else {
 		s = dial(host, port);
 	}
-	char buf[65536], in[65536];
+	char in[8];
 	if (banner) {
 		size_t g = 0;
 		while (g < 6) {
@@ -184,6 +186,17 @@ static int echo_client(const char *host, int port, int nb, int banner, size_t to
 		if (memcmp(in, "HELLO\n", 6))
 			return fprintf(stderr, "bad banner\n"), 1;
 	}
+	if (echo_check(s, total))
+		return 1;
+	close(s);
+	printf("echo ok %zu bytes\n", total);
+	return 0;
+}
+
+/* total bytes of a pattern through an echo server on s, checked; 0 or 1 */
+static int echo_check(int s, size_t total)
+{
+	char buf[65536], in[65536];
 	size_t sent = 0, got = 0;
 	while (sent < total) {
 		size_t k = 1 + rand() % (sizeof buf - 1);
@@ -207,8 +220,6 @@ static int echo_client(const char *host, int port, int nb, int banner, size_t to
 			got += r;
 		}
 	}
-	close(s);
-	printf("echo ok %zu bytes\n", total);
 	return 0;
 }
 
@@ -323,6 +334,89 @@ static int threads_client(const char *host, int port, int n, size_t bytes)
 	return bad != 0;
 }
 
+/* forks while another thread streams on an EMP connection (holding the
+ * shim's locks in turn): each child finds its copy of that connection
+ * failing with EIO (it belongs to the parent), makes a connection of its own
+ * that echoes intact, and exits (a deadlock in the child: SIGALRM); the
+ * parent's stream stays intact throughout */
+struct busy { int fd; size_t bytes; int rc, rounds; volatile int stop; };
+static void *busy_main(void *p)
+{
+	struct busy *b = p;
+	while (!b->rc && (!b->stop || !b->rounds))   /* rounds of bytes until told */
+		b->rc = echo_check(b->fd, b->bytes), b->rounds++;
+	return NULL;
+}
+
+static int fork_busy(const char *host, int port, int forks, size_t bytes)
+{
+	struct busy b = { dial(host, port), bytes, 0, 0, 0 };
+	pthread_t t;
+	pthread_create(&t, NULL, busy_main, &b);
+	int bad = 0, st;
+	for (int i = 0; i < forks; i++) {
+		usleep(1000 + rand() % 5000);
+		pid_t p = fork();
+		if (p < 0)
+			die("fork");
+		if (p == 0) {
+			alarm(20);
+			char c = 0;
+			errno = 0;
+			if (read(b.fd, &c, 1) != -1 || errno != EIO)
+				fprintf(stderr, "child: read on the parent's connection: %s\n", strerror(errno)), _exit(3);
+			errno = 0;
+			if (write(b.fd, &c, 1) != -1 || errno != EIO)
+				fprintf(stderr, "child: write on the parent's connection: %s\n", strerror(errno)), _exit(4);
+			_exit(echo_client(host, port, 0, 0, 200000));
+		}
+		if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "fork %d: child %s %d\n", i, WIFEXITED(st) ? "exited" : "killed by signal",
+				WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			bad++;
+		}
+	}
+	b.stop = 1;
+	pthread_join(t, NULL);
+	printf("fork busy: %d forks, %d children failed, parent stream %s (%d rounds)\n", forks, bad,
+	       b.rc ? "BROKEN" : "intact", b.rounds);
+	return bad || b.rc;
+}
+
+/* a non-blocking connect whose OFFER the parent's responder answered, then
+ * fork: the child's copy is the parent's connection, so a wait on it returns
+ * at once with an error and reads fail with EIO; the parent uses it over EMP */
+static int fork_nbconnect(const char *host, int port)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, host, &a.sin_addr);
+	if (connect(s, (void *)&a, sizeof a) < 0 && errno != EINPROGRESS)
+		die("nb connect");
+	usleep(300000);   /* the server's OFFER comes and the responder answers it */
+	pid_t p = fork();
+	if (p < 0)
+		die("fork");
+	if (p == 0) {
+		alarm(10);
+		struct pollfd pf = { s, POLLIN, 0 };
+		int n = poll(&pf, 1, 3000);
+		char c;
+		errno = 0;
+		ssize_t r = read(s, &c, 1);
+		printf("child: poll %d revents 0x%x, read %zd (%s)\n", n, pf.revents, r, strerror(errno));
+		_exit(n == 1 && (pf.revents & POLLERR) && r == -1 && errno == EIO ? 0 : 1);
+	}
+	int st;
+	if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st))
+		return fprintf(stderr, "child failed\n"), 1;
+	fcntl(s, F_SETFL, 0);
+	if (echo_check(s, 300000))
+		return 1;
+	printf("fork nbconnect: child saw the parent's connection fail, parent echoed\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -342,6 +436,8 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "epoll-et-server")) return epoll_et_server(atoi(argv[2]), atoi(argv[3]));
 	if (!strcmp(m, "threads-client")) return threads_client(argv[2], atoi(argv[3]), atoi(argv[4]), strtoull(argv[5], 0, 0));
 	if (!strcmp(m, "fork-server")) return fork_server(atoi(argv[2]), atoi(argv[3]));
+	if (!strcmp(m, "fork-nbconnect")) return fork_nbconnect(argv[2], atoi(argv[3]));
+	if (!strcmp(m, "fork-busy")) return fork_busy(argv[2], atoi(argv[3]), atoi(argv[4]), strtoull(argv[5], 0, 0));
 	fprintf(stderr, "sockt: unknown mode %s\n", m);
 	return 2;
 }

@@ -87,6 +87,42 @@ PY
 fi
 expect "stale segment removed" [ ! -e /dev/shm/emp.$CLI.2 ]
 
+# the sockets shim lists its EMP connections: one row each, bytes growing
+. "$ROOT/preload/tests/socklib.sh"
+bg 2 "$T/sink" "$ER" --strict "$SOCKT" sink-server 7900
+SK=${PIDS[-1]}
+wait_port 2 7900
+bg 1 "$T/stream" "$ER" --strict "$SOCKT" stream-client 10.77.0.2 7900
+SC=${PIDS[-1]}
+for i in $(seq 50); do grep -q connected "$T/stream" && break; sleep 0.1; done
+sleep 0.3
+"$BIN/empstat" --json > "$T/e.json"
+sleep 0.5
+"$BIN/empstat" --json > "$T/f.json"
+"$BIN/empstat" "$SC" > "$T/sc"
+cat "$T/sc"
+grep -Eq "^ +[0-9]+ +10\.77\.0\.1:[0-9]+ +10\.77\.0\.2:7900 +emp +1:[0-9]+ " "$T/sc" || fail "empstat PID lists the shim's connection"
+python3 - "$T/e.json" "$T/f.json" "$SC" "$SK" <<'PY' || fail "empstat --json: the shim's connection rows"
+import json, sys
+e, f = (json.load(open(x)) for x in sys.argv[1:3])
+sc, sk = int(sys.argv[3]), int(sys.argv[4])
+def conns(d, pid):
+    m = [x for x in d['endpoints'] if x['pid'] == pid]
+    assert len(m) == 1, (pid, [x['pid'] for x in d['endpoints']])
+    return m[0]['connections']
+for d in (e, f):
+    for pid, remote, k in ((sc, '10.77.0.2:7900', 'bytes_out'), (sk, '10.77.0.1:', 'bytes_in')):
+        c = conns(d, pid)
+        assert len(c) == 1 and c[0]['remote'].startswith(remote) and c[0]['state'] == 'emp', c
+        assert c[0]['peer_host'] is not None and c[0][k] > 0, c
+a, b = conns(e, sc)[0], conns(f, sc)[0]
+assert b['bytes_out'] > a['bytes_out'], (a, b)
+a, b = conns(e, sk)[0], conns(f, sk)[0]
+assert b['bytes_in'] > a['bytes_in'], (a, b)
+print("ok: both ends list their EMP connection, bytes growing (%d -> %d out)" % (conns(e, sc)[0]['bytes_out'], conns(f, sc)[0]['bytes_out']))
+PY
+kill "$SC"
+wait "$SK" 2>/dev/null || true
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 PIDS=()
 "$BIN/empstat" --clean > /dev/null

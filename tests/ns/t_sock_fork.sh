@@ -22,3 +22,18 @@ expect "exec'd programs transfer intact" cmp -s "$T/in" "$T/out"
 bg 2 "$T/s3.log" "$ER" --strict socat TCP-LISTEN:7802,reuseaddr,fork EXEC:cat
 wait_port 2 7802
 for i in 1 2; do on 1 "$ER" --strict "$SOCKT" echo-client 10.77.0.2 7802 0 0 200000; done
+# forks while a thread streams over EMP: each child's copy of that connection
+# fails with EIO, its own new connection echoes over EMP (strict), nothing hangs;
+# the parent's stream stays intact
+bg 2 "$T/s4.log" "$ER" --strict socat TCP-LISTEN:7803,reuseaddr,fork EXEC:cat
+wait_port 2 7803
+b1=$(rxb 1)
+on 1 "$ER" --strict "$SOCKT" fork-busy 10.77.0.2 7803 8 1000000 > "$T/fb.log" 2>&1 || { cat "$T/fb.log"; fail "fork-busy"; }
+cat "$T/fb.log"
+expect "every fork child clean, parent stream intact" grep -q "8 forks, 0 children failed, parent stream intact" "$T/fb.log"
+at_least "EMP bytes into h1 (parent and children echoes)" $(( $(rxb 1) - b1 )) 5600000
+# a non-blocking connect answered by the parent's responder, then fork: the
+# child's wait on its copy returns at once (error), its read fails with EIO
+on 1 "$ER" --strict "$SOCKT" fork-nbconnect 10.77.0.2 7803 > "$T/fn.log" 2>&1 || { cat "$T/fn.log"; fail "fork-nbconnect"; }
+cat "$T/fn.log"
+expect "child's copy of an answered connect fails at once" grep -q "child saw the parent's connection fail" "$T/fn.log"
