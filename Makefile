@@ -21,10 +21,11 @@ PRE_SRC  := $(filter-out preload/emp-run.c,$(sort $(wildcard preload/*.c)))
 PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)
 PRE_HDRS := $(wildcard preload/*.h)
 SOCK_PROGS := $(patsubst preload/tests/%.c,$(B)/tests/sock/%,$(sort $(wildcard preload/tests/*.c)))
+NS_PROGS := $(patsubst tests/ns/progs/%.c,$(B)/tests/ns/%,$(sort $(wildcard tests/ns/progs/*.c)))
 
 .PHONY: all deps test-unit test-asan fuzz-smoke fuzz test-ns check demo clean install
 all: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS) $(B)/tests/test-unit \
-	$(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS)
+	$(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS) $(NS_PROGS)
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -108,6 +109,10 @@ $(B)/lib/libempsock.so: $(PRE_OBJ) $(CORE_OBJ) preload/exports.map
 $(B)/bin/emp-run: preload/emp-run.c conf/conf.c conf/conf.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) preload/emp-run.c conf/conf.c -o $@
+
+$(B)/tests/ns/%: tests/ns/progs/%.c $(B)/lib/libemp.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(B)/lib/libemp.a $(LDLIBS)
 
 $(B)/tests/sock/%: preload/tests/%.c preload/tests/socklib.h
 	@mkdir -p $(dir $@)

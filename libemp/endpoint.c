@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -322,7 +323,9 @@ static int alloc_tables(struct emp_endpoint *ep)
 	ep->cq.ring = calloc(mbsize, sizeof(uint32_t));
 	ep->cq.mask = mbsize - 1;
 	ep->fw_size = emp__fw_memsize(&ep->fwc);
-	ep->fw = aligned_alloc(64, (ep->fw_size + 63) & ~(size_t)63);
+	/* fresh zero pages, touched only as the engine uses them (fw_env.zeroed) */
+	void *fw = mmap(NULL, ep->fw_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ep->fw = fw == MAP_FAILED ? NULL : fw;
 	if (!ep->desc || !ep->ext_sg || !ep->free_idx || !ep->mb.ring || !ep->cq.ring || !ep->fw)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++)
@@ -405,7 +408,8 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	ep->ndesc = ep->fwc.ndesc;
 	rc = macs ? alloc_tables(ep) : -ENOMEM;
 	if (rc == 0) {
-		struct emp_fw_env env = { .ops = ep->ops, .dev = ep->dev, .desc = ep->desc, .mb = &ep->mb, .cq = &ep->cq };
+		struct emp_fw_env env = { .ops = ep->ops, .dev = ep->dev, .desc = ep->desc, .mb = &ep->mb, .cq = &ep->cq,
+					   .zeroed = 1 };
 		rc = emp__fw_init(ep->fw, ep->fw_size, &ep->fwc, &env);
 		ep->fw_ready = rc == 0;
 		if (rc < 0)
@@ -452,7 +456,8 @@ void emp_close(emp_endpoint_t *ep)
 	free(ep->free_idx);
 	free(ep->mb.ring);
 	free(ep->cq.ring);
-	free(ep->fw);
+	if (ep->fw)
+		munmap(ep->fw, ep->fw_size);
 	emp_conf_free(&ep->conf);
 	free(ep);
 }
