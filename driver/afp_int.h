@@ -48,6 +48,8 @@ struct afp {
 	uint64_t ring_after;
 	uint64_t switch_left;   /* frames the pool had no room for at the switch (retransmitted) */
 	int hgrace;             /* a grace period has passed since the ring went up */
+	void (*kick)(void *arg);          /* emp_dev_params.kick */
+	void *kick_arg;
 	int builder;            /* 0 none, 1 running (join it), 2 could not start */
 	int stop;
 	pthread_t thr;

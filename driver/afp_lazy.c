@@ -1,6 +1,7 @@
 /* afp_lazy.c: AF_PACKET receive before the rx ring (recvmmsg into a pool) and the ring's build by a helper thread off the critical path, switched over without losing a frame. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +28,15 @@
  *  3. PACKET_RX_RING on fd: the kernel unhooks fd, waits a grace period,
  *     drops fd's queue (copies of frames hfd holds) and hooks fd up again with
  *     the ring; a grace period later every frame that missed the ring is in hfd;
- *  4. mode RINGH: readers take the pool, then hfd, then the ring; the first
- *     reader that finds the pool and hfd empty goes to mode RING, and the
- *     helper closes hfd (another grace period, on the helper's time).
+ *  4. mode RINGH: readers take the ring, then the pool and hfd; the first
+ *     reader that finds all three empty (a grace period after the ring went
+ *     up) goes to mode RING, and the helper closes hfd (another grace period,
+ *     on the helper's time).
  *
  * Frames seen twice (on hfd and on fd or its ring) are duplicates, which the
- * engine drops like any other. Frames read during steps 2-3 arrive on hfd,
- * which nobody sleeps on: a sleeper wakes on the next frame, a timer, or the
- * sender's retransmission (the switch happens once per process, when it is busy).
+ * engine drops like any other. Frames that arrive during step 3 reach only
+ * hfd, which nobody sleeps on: the builder watches it meanwhile and kicks the
+ * endpoint (emp_dev_params.kick: the progress thread drives once).
  */
 
 #define POOL_SLOTS  128
@@ -138,10 +140,19 @@ int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 {
 	pthread_mutex_lock(&a->mu);
 	int m = a->mode, n = 0;
+	if (m == AFP_RINGH && a->phead == a->pfill) {
+		/* the ring first: it must not fill up (and drop) while hfd is read */
+		n = emp__afp_ring_rx_burst(a, f, max);
+		if (n > 0) {
+			a->last_ring = 1;
+			pthread_mutex_unlock(&a->mu);
+			return n;
+		}
+	}
 	if (a->phead == a->pfill) {
 		if (m <= AFP_SWITCH)
 			pool_fill(a, a->fd);
-		if (m >= AFP_SWITCH && a->phead == a->pfill)
+		if ((m == AFP_SWITCH || m == AFP_RINGH) && a->phead == a->pfill)
 			pool_fill(a, a->hfd);
 	}
 	if (a->phead != a->pfill) {
@@ -157,7 +168,7 @@ int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 		m = AFP_RING;
 	}
 	pthread_mutex_unlock(&a->mu);
-	if (!n && m >= AFP_RINGH) {
+	if (!n && m == AFP_RING) {
 		n = emp__afp_ring_rx_burst(a, f, max);
 		a->last_ring = 1;
 	}
@@ -208,6 +219,37 @@ static void drain_into_pool(struct afp *a, int fd)
 	pthread_mutex_unlock(&a->mu);
 }
 
+struct attach_job { struct afp *a; int rc, done; };
+
+static void *attach_thread(void *arg)
+{
+	struct attach_job *j = arg;
+	j->rc = emp__afp_ring_attach(j->a, 0, 1, NULL, 0);
+	__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* PACKET_RX_RING on fd. While the kernel waits out its grace period, frames
+ * reach only hfd, which nobody sleeps on: a second thread sets the ring and
+ * this one kicks the endpoint (a drive soon) whenever hfd holds frames. */
+static int attach_watched(struct afp *a, int h)
+{
+	struct attach_job j = { a, 0, 0 };
+	pthread_t t;
+	if (!a->kick || pthread_create(&t, NULL, attach_thread, &j))
+		return emp__afp_ring_attach(a, 0, 1, NULL, 0);
+	while (!__atomic_load_n(&j.done, __ATOMIC_ACQUIRE)) {
+		struct pollfd p = { h, POLLIN, 0 };
+		if (poll(&p, 1, 1) > 0 && (p.revents & POLLIN)) {
+			a->kick(a->kick_arg);
+			struct timespec ts = { 0, 200000 };   /* time to drain it */
+			nanosleep(&ts, NULL);
+		}
+	}
+	pthread_join(t, NULL);
+	return j.rc;
+}
+
 static void *builder(void *arg)
 {
 	struct afp *a = arg;
@@ -225,7 +267,7 @@ static void *builder(void *arg)
 	grace();                             /* every frame now reaches hfd too */
 	drain_into_pool(a, a->fd);
 	set_mode(a, AFP_SWITCH);
-	int rc = emp__afp_ring_attach(a, 0, 1, NULL, 0);
+	int rc = attach_watched(a, h);
 	if (rc < 0) {                        /* no ring: back to fd alone */
 		grace();
 		drain_into_pool(a, h);

@@ -284,6 +284,8 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 	a->fd = a->hfd = -1;
 	a->etype = p->ethertype ? p->ethertype : EMP_ETHERTYPE_DEFAULT;
 	a->epid = p->endpoint;
+	a->kick = p->kick;
+	a->kick_arg = p->kick_arg;
 	/* the send socket first: the interface ioctls go to it (closing a spare
 	 * AF_PACKET socket would cost a grace period) */
 	a->txfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -248,13 +248,24 @@ static void fw_config_from(struct emp_endpoint *ep, struct emp_fw_config *c)
 	c->ack_delay_ns = o->ack_delay_us * 1000ull;
 }
 
+/* the device has frames its wait fd does not show (afp_lazy.c): the
+ * progress thread drives once (kick_mu: not while it stops) */
+static void device_kick(void *arg)
+{
+	struct emp_endpoint *ep = arg;
+	pthread_mutex_lock(&ep->kick_mu);
+	if (ep->prog)
+		emp__progress_kick(ep);
+	pthread_mutex_unlock(&ep->kick_mu);
+}
+
 static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 {
 	char err[256] = "", ifname[64] = "";
 	struct emp_dev_params p = {
 		.ethertype = ep->conf.opt.ethertype, .endpoint = ep->epid,
 		.qdisc_bypass = ep->conf.opt.qdisc_bypass, .wire = o->wire, .mac = o->mac,
-		.err = err, .errlen = sizeof(err),
+		.kick = device_kick, .kick_arg = ep, .err = err, .errlen = sizeof(err),
 	};
 	ep->ops = emp__driver_find(o->driver);
 	if (!ep->ops) {
@@ -352,6 +363,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	pthread_mutex_init(&ep->post_lock, NULL);
 	pthread_mutex_init(&ep->eng_lock, NULL);
 	pthread_mutex_init(&ep->wait_mu, NULL);
+	pthread_mutex_init(&ep->kick_mu, NULL);
 	if (o->conf) {
 		ep->conf = *o->conf;
 		ep->conf.peers = calloc((size_t)o->conf->npeers + 1, sizeof(*ep->conf.peers));
@@ -435,8 +447,10 @@ void emp_close(emp_endpoint_t *ep)
 {
 	if (!ep)
 		return;
+	pthread_mutex_lock(&ep->kick_mu);
 	if (ep->prog)
 		emp__progress_stop(ep);
+	pthread_mutex_unlock(&ep->kick_mu);
 	emp__stats_unpublish(ep);
 	if (ep->dev && ep->fw && ep->fw_ready) {
 		/* acks held back for a reply that will not come go out now */
