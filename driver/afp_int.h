@@ -46,6 +46,7 @@ struct afp {
 	unsigned ptail, phead, pfill;     /* released < returned < filled (free-running) */
 	uint64_t rx_seen;       /* frames read before the ring: the build starts at ring_after */
 	uint64_t ring_after;
+	uint64_t t_open_ns;     /* a process alive past RING_AFTER_NS builds it too */
 	uint64_t switch_left;   /* frames the pool had no room for at the switch (retransmitted) */
 	int hgrace;             /* a grace period has passed since the ring went up */
 	void (*kick)(void *arg);          /* emp_dev_params.kick */

@@ -18,8 +18,9 @@
  * (synchronize_net, 10-20 ms), and so does every later change of the ring. A
  * process that makes one connection and exits must not pay it: the receive
  * socket starts without a ring and rx_burst copies frames out with recvmmsg
- * into a pool of slots. Once ring_after frames have been read, a helper thread
- * builds the ring on the same socket (the fd waiters poll never changes):
+ * into a pool of slots. Once ring_after frames have been read (or a frame
+ * comes after a second of life), a helper thread builds the ring on the same
+ * socket (the fd waiters poll never changes):
  *
  *  1. a helper socket hfd with the same filter is bound: from here on every
  *     frame reaches hfd as well; a grace period later, every frame that
@@ -43,6 +44,14 @@
 #define RECV_BATCH  64
 #define POOL_OFF    2          /* the EMP header after the 14-byte MAC header is 16-aligned */
 #define RING_AFTER_DEFAULT 256
+#define RING_AFTER_NS 1000000000ull   /* or at the first frame after a second of life */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 int emp__afp_lazy_init(struct afp *a)
 {
@@ -59,10 +68,12 @@ int emp__afp_lazy_init(struct afp *a)
 	for (unsigned i = 0; i < a->pool_n; i++)
 		a->pbuf[i] = i;
 	a->ring_after = RING_AFTER_DEFAULT;
+	a->t_open_ns = mono_ns();
 	const char *e = secure_getenv("EMP_AFP_RING_AFTER");   /* frames before the ring; 0: at open */
 	if (e && *e >= '0' && *e <= '9') {
 		unsigned long long v = strtoull(e, NULL, 10);
 		a->ring_after = v > (1ull << 62) ? (1ull << 62) : v;
+		a->t_open_ns = 0;                /* that count alone decides */
 	}
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
@@ -158,7 +169,11 @@ int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 	if (a->phead != a->pfill) {
 		n = pool_take(a, f, max);
 		a->rx_seen += (unsigned)n;
-		if (m == AFP_RECV && !a->builder && a->rx_seen >= a->ring_after)
+		/* busy, or long-lived (before the ring, a spinning waiter's every
+		 * look at the device is a system call): the ring is worth it now */
+		if (m == AFP_RECV && !a->builder && a->ring_after != UINT64_MAX &&
+		    (a->rx_seen >= a->ring_after ||
+		     (a->t_open_ns && mono_ns() - a->t_open_ns >= RING_AFTER_NS)))
 			start_builder(a);
 	} else if (m == AFP_RINGH && a->hgrace && a->ptail == a->pfill) {
 		/* the pool is empty and so was hfd, a grace period after the ring
