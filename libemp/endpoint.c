@@ -52,6 +52,7 @@ static void wake_waiters(struct emp_endpoint *ep)
 }
 
 __thread int emp__tl_dispatch;
+__thread int emp__tl_progress;
 
 /* Hand the completed requests to the hook, a batch at a time. Posts the hook
  * makes only queue: the drive loop around us takes them (no recursion). */
@@ -90,11 +91,26 @@ static int poll_locked(struct emp_endpoint *ep, int hold, uint32_t *idx, int max
 	return n;
 }
 
+/* An application thread that drives (or tries to: the lock's holder does its
+ * work) looks at the device, a sender that posts and never waits included.
+ * While it is inside a drive (ep->drivers) and for EMP__TAKEOVER_NS after,
+ * the progress thread leaves the device alone; it used to take it over
+ * during a sender's long drives and then spin on the readable device fd
+ * while the sender held the engine lock (one epoll_wait per frame). */
+static void saw_device(struct emp_endpoint *ep)
+{
+	uint64_t now = emp__now(ep);
+	if (now - __atomic_load_n(&ep->last_exit_ns, __ATOMIC_RELAXED) < EMP__TAKEOVER_NS / 8)
+		return;
+	__atomic_store_n(&ep->last_exit_ns, now, __ATOMIC_RELAXED);
+	emp__progress_exit_seen(ep);
+}
+
 /* hold: 1 a lone ack may wait for a reply (a thread posts, or spins and so
  * polls again at once); 0 nothing waits (the caller is about to sleep);
  * -1 as the endpoint's threads allow. sure: wait for the engine lock rather
  * than leave the work to its holder. */
-static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
+static int drive_body(struct emp_endpoint *ep, int hold, int sure)
 {
 	uint32_t idx[256];
 	int total = 0;
@@ -135,6 +151,17 @@ static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
 				     __atomic_load_n(&ep->mb.tail, __ATOMIC_SEQ_CST))
 			return total;
 	}
+}
+
+static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
+{
+	if (emp__tl_progress)
+		return drive_body(ep, hold, sure);
+	__atomic_add_fetch(&ep->drivers, 1, __ATOMIC_SEQ_CST);
+	int n = drive_body(ep, hold, sure);
+	__atomic_sub_fetch(&ep->drivers, 1, __ATOMIC_SEQ_CST);
+	saw_device(ep);
+	return n;
 }
 
 /* Spinning callers: a turn with no frame waiting, no post and no work left
