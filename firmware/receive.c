@@ -93,6 +93,17 @@ static void rx_piggy_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, cons
 	emp__rx_ack(fw, &a, p, now);
 }
 
+/* Frames per collection: ack_every, or for a bulk message (longer than the
+ * message window) a quarter of the window if that is more. The sender asks
+ * for an ack (ACKREQ) at its window's edge and on the last frame, and a gap
+ * draws a NACK at once, so a stream needs only a few acks per window: each
+ * costs the receiver a frame and, alone in its poll, a system call. */
+static uint32_t collection(const struct emp_fw *fw, const struct rec *x)
+{
+	uint32_t k = fw->cfg.ack_every, bulk = fw->cfg.window / 4;
+	return x->nframes > fw->cfg.window && bulk > k ? bulk : k;
+}
+
 static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 {
 	const uint8_t *b = h->body;
@@ -245,11 +256,13 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		/* a gap: tell the sender now instead of waiting for its timer */
 		x->nack_cum = x->cum + 1;
 		emp__send_ack(fw, p, x, EMP_F_NACK);
-	} else if (x->since_ack >= fw->cfg.ack_every || (h->flags & EMP_F_ACKREQ)) {
+	} else if (x->since_ack >= collection(fw, x) || (h->flags & EMP_F_ACKREQ)) {
 		emp__send_ack(fw, p, x, 0);
-	} else if (fw->in_poll) {
+	} else if (fw->in_poll && x->nframes <= fw->cfg.window) {
 		/* acked when this poll has drained the device (see emp__fw_poll):
-		 * a burst gets one ack per collection, a lone frame one at once */
+		 * a burst gets one ack per collection, a lone frame one at once
+		 * (a bulk message's partial collection waits for its delayed ack:
+		 * its sender asks (ACKREQ) where it needs one) */
 		if (!x->ack_owed) {
 			x->ack_owed = 1;
 			fw->acks_owed++;
