@@ -28,7 +28,7 @@
  * and only then is bound to the interface with the EMP EtherType; the ring is
  * drained after that anyway.
  *
- * Transmit: sendmmsg(), one syscall per burst of up to TX_BATCH frames, each
+ * Transmit: sendmmsg(), one syscall per burst of up to TX_BATCH (256) frames, each
  * msghdr gathering the header and the caller's pieces (no staging copy).
  * EAGAIN/ENOBUFS ends the burst early (the caller counts the rest as drops);
  * a frame the device refuses as too long (EMSGSIZE) is skipped and counted.
@@ -41,7 +41,7 @@
 #define PACKET_QDISC_BYPASS 20
 #endif
 
-#define TX_BATCH       64
+#define TX_BATCH       256            /* frames per sendmmsg (the engine's batch is up to 256) */
 #define RING_BYTES     (4u << 20)     /* default ring size */
 #define RING_MAX_BYTES (256u << 20)
 #define RING_BLOCK     (256u << 10)   /* preferred block size */
@@ -63,6 +63,10 @@ struct afp {
 	unsigned held;          /* slots between tail and head */
 	uint8_t *skip;          /* slot consumed by rx_burst but not returned */
 	uint64_t truncated, oversize;
+	/* tx_burst's message headers (the engine calls it under its lock): on
+	 * the heap, not on the caller's stack, which may be a small thread's */
+	struct mmsghdr mm[TX_BATCH];
+	struct iovec iov[TX_BATCH][1 + EMP_TX_PIECES];
 };
 
 __attribute__((format(printf, 2, 3)))
@@ -305,8 +309,8 @@ fail:
 static int afp_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 {
 	struct afp *a = priv;
-	struct mmsghdr mm[TX_BATCH];
-	struct iovec iov[TX_BATCH][1 + EMP_TX_PIECES];
+	struct mmsghdr *mm = a->mm;
+	struct iovec (*iov)[1 + EMP_TX_PIECES] = a->iov;
 	unsigned done = 0;
 	while (done < n) {
 		unsigned k = n - done < TX_BATCH ? n - done : TX_BATCH;

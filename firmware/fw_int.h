@@ -8,7 +8,7 @@
 #include "../driver/driver.h"
 
 #define NIL (-1)
-#define TXB_MAX 64                  /* frames per tx batch */
+#define TXB_MAX 256                 /* frames per tx batch: one system call (sendmmsg) each */
 #define RXB_MAX 32                  /* frames per rx burst */
 #define HDRBUF 80                   /* room for Ethernet + EMP headers (+ a piggybacked ack) */
 /* A peer that no host layer holds, with nothing in flight, may be reclaimed
