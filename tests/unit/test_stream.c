@@ -112,7 +112,24 @@ static void t_stream_bulk_acks(void)
 	h_free(&h);
 }
 
+/* At MTU 1500 a frame carries 1460 payload bytes (40 bytes of EMP header,
+ * 48 before wire version 2): 2 x 1460 bytes are two frames, one more byte a
+ * third; the frames on the wire are full 1514-byte Ethernet frames. */
+static void t_stream_payload_per_frame(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	CHECK_EQ(emp_mtu(h.ep[0]), 1500);
+	h_xfer(&h, 0, 1, 2 * 1460, 5, 78, 1000 * MS);
+	CHECK_EQ(h_ctr(&h, 0).tx_data, 2);
+	h_xfer(&h, 0, 1, 2 * 1460 + 1, 5, 79, 1000 * MS);
+	CHECK_EQ(h_ctr(&h, 0).tx_data, 5);
+	CHECK_EQ(h_ctr(&h, 1).rx_data, 5);
+	h_free(&h);
+}
+
 static const struct emp_test tests[] = {
+	{ "stream_payload_per_frame", t_stream_payload_per_frame, 30 },
 	{ "stream_bulk_acks", t_stream_bulk_acks, 60 },
 	{ "stream_clean", t_stream_clean, 60 },
 	{ "stream_loss5_wildcard", t_stream_loss5_any, 60 },
