@@ -5,9 +5,13 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <linux/if_packet.h>
 
 #include "driver.h"
+
+#define AFP_TX_BATCH 256    /* frames per sendmmsg (the engine's batch is up to 256) */
 
 /* how the receive socket is read (afp.mode, changed by the builder thread) */
 enum {
@@ -35,6 +39,10 @@ struct afp {
 	unsigned held;          /* slots between tail and head */
 	uint8_t *skip;          /* slot consumed by rx_burst but not returned */
 	uint64_t truncated, oversize;
+	/* tx_burst's message headers (the engine calls it under its lock): on
+	 * the heap, not on the caller's stack, which may be a small thread's */
+	struct mmsghdr mm[AFP_TX_BATCH];
+	struct iovec iov[AFP_TX_BATCH][1 + EMP_TX_PIECES];
 
 	/* before the ring (afp_lazy.c) */
 	int mode;               /* AFP_*, read with acquire */

@@ -33,7 +33,7 @@
  * is busy, and a helper thread then builds the ring (afp_lazy.c).
  * EMP_AFP_RING_AFTER=0 builds it at open, before the bind, as before.
  *
- * Transmit: sendmmsg(), one syscall per burst of up to TX_BATCH frames, each
+ * Transmit: sendmmsg(), one syscall per burst of up to TX_BATCH (256) frames, each
  * msghdr gathering the header and the caller's pieces (no staging copy).
  * EAGAIN/ENOBUFS ends the burst early (the caller counts the rest as drops);
  * a frame the device refuses as too long (EMSGSIZE) is skipped and counted.
@@ -46,7 +46,7 @@
 #define PACKET_QDISC_BYPASS 20
 #endif
 
-#define TX_BATCH       64
+#define TX_BATCH       AFP_TX_BATCH   /* frames per sendmmsg (the engine's batch is up to 256) */
 #define RING_BYTES     (4u << 20)     /* default ring size */
 #define RING_MAX_BYTES (256u << 20)
 #define RING_BLOCK     (256u << 10)   /* preferred block size */
@@ -345,8 +345,8 @@ fail:
 static int afp_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 {
 	struct afp *a = priv;
-	struct mmsghdr mm[TX_BATCH];
-	struct iovec iov[TX_BATCH][1 + EMP_TX_PIECES];
+	struct mmsghdr *mm = a->mm;
+	struct iovec (*iov)[1 + EMP_TX_PIECES] = a->iov;
 	unsigned done = 0;
 	while (done < n) {
 		unsigned k = n - done < TX_BATCH ? n - done : TX_BATCH;

@@ -92,7 +92,7 @@ int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *
 		return -EMP_EINVAL;
 	uint8_t *base = (uint8_t *)fw;
 	if (!env->zeroed)
-		memset(base, 0, l.total);
+		memset(base, 0, l.bounce);     /* the bounce buffers (last) are scratch: left untouched */
 	fw->cfg = *c;
 	fw->ops = env->ops;
 	fw->dev = env->dev;

@@ -8,7 +8,7 @@
 #include "../driver/driver.h"
 
 #define NIL (-1)
-#define TXB_MAX 64                  /* frames per tx batch */
+#define TXB_MAX 256                 /* frames per tx batch: one system call (sendmmsg) each */
 #define RXB_MAX 32                  /* frames per rx burst */
 #define HDRBUF 80                   /* room for Ethernet + EMP headers (+ a piggybacked ack) */
 /* A peer that no host layer holds, with nothing in flight, may be reclaimed
@@ -152,9 +152,11 @@ struct emp_fw {
 
 /* byte order */
 static inline void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = (uint8_t)v; }
+static inline void put24(uint8_t *p, uint32_t v) { p[0] = (uint8_t)(v >> 16); p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)v; }
 static inline void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = (uint8_t)v; }
 static inline void put64(uint8_t *p, uint64_t v) { put32(p, (uint32_t)(v >> 32)); put32(p + 4, (uint32_t)v); }
 static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t get24(const uint8_t *p) { return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]; }
 static inline uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
 static inline uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
 

@@ -237,7 +237,7 @@ static void send_probe(struct emp_fw *fw, int32_t p, uint32_t inc, uint64_t now)
 		return;
 	pe->challenge_at = now + fw->cfg.rto_ns;
 	uint8_t *b = emp__tx_slot(fw, p, EMP_T_PROBE, 0, 0, 0, 0);
-	put32(b - EMP_HDR_LEN + 12, inc);   /* dst_inc: the life in question */
+	put32(b - EMP_HDR_LEN + EMP_C_DST_INC, inc);   /* dst_inc: the life in question */
 	fw->ctr.probes_sent++;
 }
 
@@ -356,7 +356,7 @@ void emp__send_stale(struct emp_fw *fw, const struct hdr *h)
 	}
 	fw->ctr.stale_sent++;
 	uint8_t *b = emp__tx_slot(fw, p, EMP_T_STALE, 0, 0, 0, EMP_STALE_HDR_LEN);
-	put32(b - EMP_HDR_LEN + 12, h->src_inc);   /* to the life that sent it */
+	put32(b - EMP_HDR_LEN + EMP_C_DST_INC, h->src_inc);   /* to the life that sent it */
 	put32(b, h->dst_inc);
 }
 

@@ -1,66 +1,71 @@
-/* proto.h: the EMP wire format (version 1), frame types, flags and protocol tunables. */
+/* proto.h: the EMP wire format (version 2), frame types, flags and protocol tunables. */
 #ifndef EMP_PROTO_H
 #define EMP_PROTO_H
 
 #include <stdint.h>
 
-#define EMP_PROTO_VERSION     1
+#define EMP_PROTO_VERSION     2
 #define EMP_ETHERTYPE_DEFAULT 0x88B5
 #define EMP_ETH_HLEN          14
 
 /*
  * Every EMP frame: Ethernet header (dst MAC, src MAC, EtherType), then the
  * common header, then the type's own header, then payload. All multi-byte
- * fields are big-endian on the wire.
+ * fields are big-endian on the wire. Version 2: 40 bytes of header in a DATA
+ * frame (1460 payload bytes in a 1500-byte frame; version 1 had 48).
  *
- *  off len  common header (28 bytes)
+ *  off len  common header (26 bytes)
  *    0  4   csum      CRC32C of bytes 4..end of frame (EMP_F_CSUM), else 0
- *    4  1   version   EMP_PROTO_VERSION
- *    5  1   type      EMP_T_*
- *    6  2   flags     EMP_F_*
- *    8  2   dst_ep    destination endpoint (the BPF filter matches this)
- *   10  2   src_ep    source endpoint
- *   12  4   dst_inc   incarnation the sender believes the receiver has
- *   16  4   src_inc   sender's incarnation (chosen at endpoint open)
- *   20  2   session   sender's session with this receiver (bumped on reset)
- *   22  2   credits   sender's free posted receives (flow control, saturating)
- *   24  4   msg_id    message id (per sender->receiver session, from 1)
+ *    4  2   vtf       version (bits 15..12, EMP_PROTO_VERSION), type (bits
+ *                     11..9, EMP_T_*), flags (bits 8..0, EMP_F_*)
+ *    6  2   dst_ep    destination endpoint (the BPF filter matches this)
+ *    8  2   src_ep    source endpoint
+ *   10  4   dst_inc   incarnation the sender believes the receiver has
+ *   14  4   src_inc   sender's incarnation (chosen at endpoint open)
+ *   18  2   session   sender's session with this receiver (bumped on reset)
+ *   20  2   credits   sender's free posted receives (flow control, saturating)
+ *   22  4   msg_id    message id (per sender->receiver session, from 1)
  *
- *  DATA (20 bytes): the message header travels in every frame, so that any
+ *  DATA (14 bytes): the message header travels in every frame, so that any
  *  frame of a message can be matched even when the first one was lost.
- *   28  4   frame     frame index within the message
- *   32  4   msg_len   total message length in bytes
- *   36  4   tag       user tag
- *   40  2   frag      sender's payload bytes per frame (offset = frame*frag)
- *   42  2   plen      payload bytes in this frame
- *   44  4   prev      id of the previous message with the same tag that was
- *                     still unacknowledged when this one started (0: none):
- *                     the receiver matches this message only after that one,
- *                     so a tag never overtakes itself while other tags may
+ *   26  3   frame     frame index within the message (< EMP_MAX_FRAMES)
+ *   29  4   msg_len   total message length in bytes
+ *   33  4   tag       user tag
+ *   37  2   frag      sender's payload bytes per frame (offset = frame*frag);
+ *                     this frame's payload length follows from frame, frag
+ *                     and msg_len (frag bytes, the last frame the rest)
+ *   39  1   prev      msg_id minus the id of the previous message with the same
+ *                     tag that was still unacknowledged when this one started
+ *                     (0: none; EMP_PREV_FAR: that far back or farther): the
+ *                     receiver matches this message only after that one, so a
+ *                     tag never overtakes itself while other tags may. A
+ *                     message farther back than the receiver's match window
+ *                     (EMP_MATCH_BITS < EMP_PREV_FAR) is matched already
+ *                     whenever this frame is inside that window.
  *
  *  with EMP_F_PIGGY, 12 more bytes follow the DATA header (before the payload):
  *  the completion ack of a one-frame message from the receiver of this frame,
  *  riding along instead of a frame of its own (a ping-pong reply carries it):
- *   48  4   ack_msg   the message completed (its sender's id)
- *   52  4   ack_nfr   its frames (all received)
- *   56  2   ack_ses   the session that message came in
- *   58  2   rsvd
+ *   40  4   ack_msg   the message completed (its sender's id)
+ *   44  4   ack_nfr   its frames (all received)
+ *   48  2   ack_ses   the session that message came in
+ *   50  2   rsvd
  *
  *  ACK / NACK (16 bytes): state of one message at the receiver
- *   28  4   cum       frames [0,cum) received
- *   32  4   nframes   frames in the message
- *   36  8   sack      bit i set: frame cum+i received (i < 64)
+ *   26  4   cum       frames [0,cum) received
+ *   30  4   nframes   frames in the message
+ *   34  8   sack      bit i set: frame cum+i received (i < 64)
  *
  *  HELLO / HELLO_ACK (8 bytes): session setup, MTU exchange
- *   28  4   mtu       sender's device MTU
- *   32  4   nonce     HELLO: new per session, never repeated by the sender's
+ *   26  4   mtu       sender's device MTU
+ *   30  4   nonce     HELLO: new per session, never repeated by the sender's
  *                     life, so that a session number reused toward a peer
  *                     that forgot us (reclaimed) still opens a new session;
  *                     HELLO_ACK: the HELLO's nonce (0: sent by an older engine)
  *
  *  STALE (4 bytes): "your frame named an incarnation I no longer have";
  *   the common header carries the current incarnation in src_inc.
- *   28  4   named     the incarnation the refused frame named (its dst_inc):
+ *   26  4   named     the incarnation the refused frame named (its dst_inc):
  *                     the receiver acts only if that is the one it believes
  *                     in, so a STALE replayed from another life changes nothing
  *
@@ -71,19 +76,45 @@
  *   and resends its own HELLO, which is then accepted.
  */
 
-#define EMP_HDR_LEN        28
-#define EMP_DATA_HDR_LEN   20
+#define EMP_HDR_LEN        26
+#define EMP_DATA_HDR_LEN   14
 #define EMP_ACK_HDR_LEN    16
 #define EMP_HELLO_HDR_LEN   8
 #define EMP_STALE_HDR_LEN   4
 #define EMP_PIGGY_LEN      12
-#define EMP_DATA_OVERHEAD  (EMP_HDR_LEN + EMP_DATA_HDR_LEN)   /* beyond Ethernet */
+#define EMP_DATA_OVERHEAD  (EMP_HDR_LEN + EMP_DATA_HDR_LEN)   /* beyond Ethernet: 40 */
 #define EMP_FRAME_MAX      (EMP_ETH_HLEN + 65535)
-#define EMP_MIN_MTU        (EMP_DATA_OVERHEAD + 64)
+#define EMP_MIN_MTU        112    /* the smallest device MTU EMP runs on */
+#define EMP_MAX_FRAMES     (1u << 24)   /* frames per message (24-bit index) */
+#define EMP_PREV_FAR       255u
+
+/* common header fields: offsets from its start */
+#define EMP_C_CSUM         0
+#define EMP_C_VTF          4
+#define EMP_C_DST_EP       6
+#define EMP_C_SRC_EP       8
+#define EMP_C_DST_INC     10
+#define EMP_C_SRC_INC     14
+#define EMP_C_SESSION     18
+#define EMP_C_CREDITS     20
+#define EMP_C_MSG_ID      22
+/* DATA header fields: offsets from its start (EMP_HDR_LEN into the common header) */
+#define EMP_D_FRAME        0
+#define EMP_D_MSG_LEN      3
+#define EMP_D_TAG          7
+#define EMP_D_FRAG        11
+#define EMP_D_PREV        13
+
+/* the vtf word: version, type, flags */
+#define EMP_VTF(ver, type, flags) \
+	((uint16_t)(((unsigned)(ver) & 15u) << 12 | ((unsigned)(type) & 7u) << 9 | ((unsigned)(flags) & 0x1ffu)))
+#define EMP_VTF_VERSION(v) ((unsigned)(v) >> 12)
+#define EMP_VTF_TYPE(v)    (((unsigned)(v) >> 9) & 7u)
+#define EMP_VTF_FLAGS(v)   ((unsigned)(v) & 0x1ffu)
 
 /* byte offsets inside the frame (Ethernet header included), for BPF */
 #define EMP_OFF_ETHERTYPE  12
-#define EMP_OFF_DST_EP     (EMP_ETH_HLEN + 8)
+#define EMP_OFF_DST_EP     (EMP_ETH_HLEN + EMP_C_DST_EP)
 
 enum emp_frame_type {
 	EMP_T_DATA      = 1,

@@ -93,11 +93,35 @@ static void rx_piggy_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, cons
 	emp__rx_ack(fw, &a, p, now);
 }
 
+/* Payload bytes of DATA frame `frame` of a message (frag bytes each, the
+ * last one the rest); 0 for an index or frag the message cannot have (the
+ * frame is then dropped by rx_data). */
+static uint32_t data_plen(uint32_t frame, uint32_t msg_len, uint32_t frag)
+{
+	if (!frag || !msg_len)
+		return 0;
+	uint64_t off = (uint64_t)frame * frag;
+	if (off >= msg_len)
+		return 0;
+	return (uint32_t)(msg_len - off < frag ? msg_len - off : frag);
+}
+
+/* Frames per collection: ack_every, or for a bulk message (longer than the
+ * message window) a quarter of the window if that is more. The sender asks
+ * for an ack (ACKREQ) at its window's edge and on the last frame, and a gap
+ * draws a NACK at once, so a stream needs only a few acks per window: each
+ * costs the receiver a frame and, alone in its poll, a system call. */
+static uint32_t collection(const struct emp_fw *fw, const struct rec *x)
+{
+	uint32_t k = fw->cfg.ack_every, bulk = fw->cfg.window / 4;
+	return x->nframes > fw->cfg.window && bulk > k ? bulk : k;
+}
+
 static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 {
 	const uint8_t *b = h->body;
-	uint32_t frame = get32(b), msg_len = get32(b + 4), tag = get32(b + 8);
-	uint32_t frag = get16(b + 12), plen = get16(b + 14);
+	uint32_t frame = get24(b + EMP_D_FRAME), msg_len = get32(b + EMP_D_MSG_LEN), tag = get32(b + EMP_D_TAG);
+	uint32_t frag = get16(b + EMP_D_FRAG), back = b[EMP_D_PREV];
 	/* every sender's frames carry at least EMP_MIN_MTU bytes (both MTUs are) */
 	if (frag < EMP_MIN_MTU - EMP_DATA_OVERHEAD || frag + EMP_DATA_OVERHEAD > fw->cfg.mtu) {
 		emp__drop(fw, EMP_DROP_BAD_LEN);
@@ -109,11 +133,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		return;
 	}
 	uint64_t off = (uint64_t)frame * frag;
-	uint32_t want = msg_len ? (uint32_t)(msg_len - off < frag ? msg_len - off : frag) : 0;
-	if (plen != want) {
-		emp__drop(fw, EMP_DROP_BAD_LEN);
-		return;
-	}
+	uint32_t plen = data_plen(frame, msg_len, frag);   /* body_size checked the frame holds it */
 	if (h->dst_inc != fw->cfg.incarnation) {
 		emp__send_stale(fw, h);
 		emp__drop(fw, EMP_DROP_STALE);
@@ -137,7 +157,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	pe->rx_bytes += h->len;
 	int32_t r = find(fw, &pe->rxa, h->msg_id);
 	if (r == NIL) {
-		uint32_t off = h->msg_id - pe->match_next, prev = get32(b + 16);
+		uint32_t off = h->msg_id - pe->match_next, prev = back ? h->msg_id - back : 0;
 		if (emp__recv_dead(pe, h->msg_id, h->session)) {
 			emp__drop(fw, EMP_DROP_EXPIRED);   /* given up here: no ack (expire.c) */
 			return;
@@ -245,11 +265,13 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		/* a gap: tell the sender now instead of waiting for its timer */
 		x->nack_cum = x->cum + 1;
 		emp__send_ack(fw, p, x, EMP_F_NACK);
-	} else if (x->since_ack >= fw->cfg.ack_every || (h->flags & EMP_F_ACKREQ)) {
+	} else if (x->since_ack >= collection(fw, x) || (h->flags & EMP_F_ACKREQ)) {
 		emp__send_ack(fw, p, x, 0);
-	} else if (fw->in_poll) {
+	} else if (fw->in_poll && x->nframes <= fw->cfg.window) {
 		/* acked when this poll has drained the device (see emp__fw_poll):
-		 * a burst gets one ack per collection, a lone frame one at once */
+		 * a burst gets one ack per collection, a lone frame one at once
+		 * (a bulk message's partial collection waits for its delayed ack:
+		 * its sender asks (ACKREQ) where it needs one) */
 		if (!x->ack_owed) {
 			x->ack_owed = 1;
 			fw->acks_owed++;
@@ -264,7 +286,10 @@ static int64_t body_size(uint8_t type, uint16_t flags, const uint8_t *body, uint
 {
 	switch (type) {
 	case EMP_T_DATA:
-		return avail < EMP_DATA_HDR_LEN ? -2 : EMP_DATA_HDR_LEN + (int64_t)get16(body + 14) +
+		if (avail < EMP_DATA_HDR_LEN || !get16(body + EMP_D_FRAG))
+			return -2;               /* no frag: no payload length either */
+		return EMP_DATA_HDR_LEN +
+			(int64_t)data_plen(get24(body + EMP_D_FRAME), get32(body + EMP_D_MSG_LEN), get16(body + EMP_D_FRAG)) +
 			(flags & EMP_F_PIGGY ? EMP_PIGGY_LEN : 0);
 	case EMP_T_ACK:
 		return EMP_ACK_HDR_LEN;
@@ -296,21 +321,22 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 		goto out;
 	}
 	const uint8_t *c = f + EMP_ETH_HLEN;
-	if (c[4] != EMP_PROTO_VERSION) {
+	uint16_t vtf = get16(c + EMP_C_VTF);
+	if (EMP_VTF_VERSION(vtf) != EMP_PROTO_VERSION) {
 		emp__drop(fw, EMP_DROP_VERSION);
 		goto out;
 	}
 	h.dst_mac = f;
 	h.src_mac = f + 6;
-	h.type = c[5];
-	h.flags = get16(c + 6);
-	h.dst_ep = get16(c + 8);
-	h.src_ep = get16(c + 10);
-	h.dst_inc = get32(c + 12);
-	h.src_inc = get32(c + 16);
-	h.session = get16(c + 20);
-	h.credits = get16(c + 22);
-	h.msg_id = get32(c + 24);
+	h.type = (uint8_t)EMP_VTF_TYPE(vtf);
+	h.flags = (uint16_t)EMP_VTF_FLAGS(vtf);
+	h.dst_ep = get16(c + EMP_C_DST_EP);
+	h.src_ep = get16(c + EMP_C_SRC_EP);
+	h.dst_inc = get32(c + EMP_C_DST_INC);
+	h.src_inc = get32(c + EMP_C_SRC_INC);
+	h.session = get16(c + EMP_C_SESSION);
+	h.credits = get16(c + EMP_C_CREDITS);
+	h.msg_id = get32(c + EMP_C_MSG_ID);
 	h.body = c + EMP_HDR_LEN;
 	h.len = len;
 	/* Ethernet may pad short frames: the type says how long the frame is */

@@ -18,18 +18,16 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 	uint8_t *h = b + EMP_ETH_HLEN;
 	if (fw->cfg.checksum)
 		flags |= EMP_F_CSUM;
-	put32(h, 0);
-	h[4] = EMP_PROTO_VERSION;
-	h[5] = type;
-	put16(h + 6, flags);
-	put16(h + 8, pe->ep);
-	put16(h + 10, fw->cfg.endpoint);
+	put32(h + EMP_C_CSUM, 0);
+	put16(h + EMP_C_VTF, EMP_VTF(EMP_PROTO_VERSION, type, flags));
+	put16(h + EMP_C_DST_EP, pe->ep);
+	put16(h + EMP_C_SRC_EP, fw->cfg.endpoint);
 	uint32_t dinc = (type == EMP_T_ACK || type == EMP_T_HELLO_ACK) ? pe->rx_remote_inc : pe->tx_remote_inc;
-	put32(h + 12, dinc);
-	put32(h + 16, fw->cfg.incarnation);
-	put16(h + 20, session);
-	put16(h + 22, emp__fc_advertise(fw));
-	put32(h + 24, msg_id);
+	put32(h + EMP_C_DST_INC, dinc);
+	put32(h + EMP_C_SRC_INC, fw->cfg.incarnation);
+	put16(h + EMP_C_SESSION, session);
+	put16(h + EMP_C_CREDITS, emp__fc_advertise(fw));
+	put32(h + EMP_C_MSG_ID, msg_id);
 	struct emp_txframe *f = &fw->txf[i];
 	f->hdr = b;
 	f->hdr_len = EMP_ETH_HLEN + EMP_HDR_LEN + body_len;
@@ -80,12 +78,12 @@ static void piggyback(struct emp_fw *fw, unsigned i, int32_t p, uint8_t *b, uint
 			continue;
 		const uint8_t *a = fw->txf[k].hdr + EMP_ETH_HLEN;   /* the ACK: common header, body */
 		uint8_t *q = b + EMP_DATA_HDR_LEN;
-		put32(q, get32(a + 24));                             /* msg_id */
+		put32(q, get32(a + EMP_C_MSG_ID));                   /* msg_id */
 		put32(q + 4, get32(a + EMP_HDR_LEN + 4));            /* nframes */
-		put16(q + 8, get16(a + 20));                         /* session */
+		put16(q + 8, get16(a + EMP_C_SESSION));              /* session */
 		put16(q + 10, 0);
 		uint8_t *c = b - EMP_HDR_LEN;
-		put16(c + 6, (uint16_t)(get16(c + 6) | EMP_F_PIGGY));
+		put16(c + EMP_C_VTF, (uint16_t)(get16(c + EMP_C_VTF) | EMP_F_PIGGY));
 		fw->txf[i].hdr_len += EMP_PIGGY_LEN;
 		fw->txmeta[k].dead = 1;
 		fw->tx_holdable--;
@@ -101,12 +99,12 @@ static void tx_data(struct emp_fw *fw, int32_t r, uint32_t frame, uint16_t flags
 	uint64_t off = (uint64_t)frame * x->frag;
 	uint32_t plen = (uint32_t)(x->len - off < x->frag ? x->len - off : x->frag);
 	uint8_t *b = emp__tx_slot(fw, x->peer, EMP_T_DATA, flags, x->msg_id, pe->tx_session, EMP_DATA_HDR_LEN);
-	put32(b, frame);
-	put32(b + 4, (uint32_t)x->len);
-	put32(b + 8, x->tag);
-	put16(b + 12, (uint16_t)x->frag);
-	put16(b + 14, (uint16_t)plen);
-	put32(b + 16, x->prev_id);
+	put24(b + EMP_D_FRAME, frame);
+	put32(b + EMP_D_MSG_LEN, (uint32_t)x->len);
+	put32(b + EMP_D_TAG, x->tag);
+	put16(b + EMP_D_FRAG, (uint16_t)x->frag);
+	uint32_t back = x->prev_id ? x->msg_id - x->prev_id : 0;
+	b[EMP_D_PREV] = (uint8_t)(back > EMP_PREV_FAR ? EMP_PREV_FAR : back);
 	unsigned i = fw->txn - 1;
 	fw->txmeta[i].rec = r;
 	fw->txmeta[i].frame = frame;
@@ -165,6 +163,11 @@ static void start_one(struct emp_fw *fw, int32_t p, int32_t r)
 	emp__dl_del(fw, x->lane ? &pe->txs : &pe->txq, r);
 	x->lane = 0;
 	x->kind = REC_SEND_ACTIVE;
+	if (x->len && (x->len + pe->frag - 1) / pe->frag > EMP_MAX_FRAMES) {
+		x->kind = REC_SEND_QUEUED;       /* more frames than the 24-bit index counts */
+		emp__complete(fw, r, -EMP_EMSGSIZE);
+		return;
+	}
 	x->msg_id = pe->next_msg_id++;
 	x->prev_id = 0;
 	for (int32_t q = pe->act.tail; q != NIL; q = fw->rec[q].prev)

@@ -53,6 +53,7 @@ static void wake_waiters(struct emp_endpoint *ep)
 }
 
 __thread int emp__tl_dispatch;
+__thread int emp__tl_progress;
 
 /* Hand the completed requests to the hook, a batch at a time. Posts the hook
  * makes only queue: the drive loop around us takes them (no recursion). */
@@ -89,6 +90,21 @@ static int poll_locked(struct emp_endpoint *ep, int hold, uint32_t *idx, int max
 	*nidx = k;
 	*busy = emp__fw_busy(ep->fw) || t != h;
 	return n;
+}
+
+/* An application thread that drives (or tries to: the lock's holder does its
+ * work) looks at the device, a sender that posts and never waits included.
+ * While it is inside a drive (ep->drivers) and for EMP__TAKEOVER_NS after,
+ * the progress thread leaves the device alone; it used to take it over
+ * during a sender's long drives and then spin on the readable device fd
+ * while the sender held the engine lock (one epoll_wait per frame). */
+static void saw_device(struct emp_endpoint *ep)
+{
+	uint64_t now = emp__now(ep);
+	if (now - __atomic_load_n(&ep->last_exit_ns, __ATOMIC_RELAXED) < EMP__TAKEOVER_NS / 8)
+		return;
+	__atomic_store_n(&ep->last_exit_ns, now, __ATOMIC_RELAXED);
+	emp__progress_exit_seen(ep);
 }
 
 /* hold: 1 a lone ack may wait for a reply (a thread posts, or spins and so
@@ -142,7 +158,13 @@ static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contende
 
 static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
 {
-	return drive_core(ep, hold, sure, NULL);
+	if (emp__tl_progress)
+		return drive_core(ep, hold, sure, NULL);
+	__atomic_add_fetch(&ep->drivers, 1, __ATOMIC_SEQ_CST);
+	int n = drive_core(ep, hold, sure, NULL);
+	__atomic_sub_fetch(&ep->drivers, 1, __ATOMIC_SEQ_CST);
+	saw_device(ep);
+	return n;
 }
 
 /* the progress thread's drive: -EBUSY when another thread held the engine
@@ -207,9 +229,6 @@ int emp_progress_due(emp_endpoint_t *ep)
 	if (ep->ops->rx_pending && !ep->ops->rx_pending(ep->dev) && !__atomic_load_n(&ep->busy_hint, __ATOMIC_RELAXED) &&
 	    !(d0 && now - d0 >= EMP__DUE_NS))
 		return 0;
-	/* a thread busy between its waits drives: it looks at the device, so
-	 * the progress thread stays back (no takeover, no wake per frame) */
-	__atomic_store_n(&ep->last_exit_ns, now, __ATOMIC_RELAXED);
 	return drive_ex(ep, -1, 0);
 }
 

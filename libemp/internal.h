@@ -44,6 +44,7 @@ struct emp_endpoint {
 	 * progress thread takes the ring over only when none has looked for a while */
 	int spinners;                    /* threads spinning in emp_wait_for */
 	int dev_sleepers;                /* threads asleep in emp_wait_for */
+	int drivers;                     /* application threads inside a drive (endpoint.c) */
 	uint64_t last_exit_ns;           /* when a thread last left emp_wait_for */
 	uint64_t last_drive_ns;          /* when the engine was last driven */
 	unsigned exits;                  /* how many times threads left emp_wait_for */
@@ -92,6 +93,7 @@ int emp__wait_reqs(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t tim
 int emp__deferring(struct emp_endpoint *ep);
 /* nonzero while this thread runs the completion hook (inside a drive) */
 extern __thread int emp__tl_dispatch;
+extern __thread int emp__tl_progress;   /* this thread is the progress thread */
 /* spinning threads yield the CPU at least this often (a peer may share it);
  * the interval grows while yields find nobody else to run */
 #define EMP__YIELD_NS 1000ull

@@ -7,8 +7,9 @@
  * path. It keeps the engine's timers (retransmissions, hellos, probes; the
  * short ack timers only while nobody else polls) and looks around on a tick:
  *
- *  - standby (device not watched): some thread is inside emp_wait_for, or one
- *    left it less than EMP__TAKEOVER_NS ago. Frames are the threads' business;
+ *  - standby (device not watched): some thread is inside emp_wait_for or a
+ *    drive (a sender that posts without waiting), or left one less than
+ *    EMP__TAKEOVER_NS ago. Frames are the threads' business;
  *    this thread never wakes for them.
  *  - takeover (device watched): no thread has looked at the device for
  *    EMP__TAKEOVER_NS (the application computes, or sleeps somewhere else). It
@@ -65,7 +66,8 @@ struct emp_progress {
 
 static int polling(struct emp_endpoint *ep)
 {
-	return __atomic_load_n(&ep->spinners, __ATOMIC_SEQ_CST) + __atomic_load_n(&ep->dev_sleepers, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&ep->spinners, __ATOMIC_SEQ_CST) + __atomic_load_n(&ep->dev_sleepers, __ATOMIC_SEQ_CST) +
+	       __atomic_load_n(&ep->drivers, __ATOMIC_SEQ_CST);
 }
 
 static int others_look(struct emp_endpoint *ep, uint64_t now)
@@ -266,6 +268,7 @@ static void *run(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals belong to the application's threads */
+	emp__tl_progress = 1;
 	ev_run(pg->loop, 0);
 	return NULL;
 }

@@ -118,6 +118,25 @@ proc_cpu() {
 # machine_cpu: busy CPU seconds of the whole machine so far (user+nice+system+irq+softirq
 # of every CPU, from /proc/stat): catches the softirq work no process is charged for,
 # and everything else running on the machine too
+# perf_begin FILE: count system calls and context switches on the whole machine
+# (perf stat -a) until perf_end; prints the counter's PID (empty: no perf)
+perf_begin() {
+	command -v perf >/dev/null || return 0
+	perf stat -a -x, -e raw_syscalls:sys_enter,context-switches -o "$1" >/dev/null 2>&1 &
+	echo $!
+}
+
+# perf_end PID FILE: stop it; prints "SYSCALLS CSWITCHES" (null null when unknown)
+perf_end() {
+	local pid=$1 f=$2
+	if [ -z "$pid" ]; then echo "null null"; return 0; fi
+	kill -INT "$pid" 2>/dev/null
+	local i=0   # (called in a subshell: perf is not its child to wait for)
+	while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+	awk -F, '$3 ~ /^raw_syscalls/ { sc = $1 } $3 ~ /^context-switches/ { cs = $1 }
+		END { print (sc ~ /^[0-9]+$/ ? sc : "null"), (cs ~ /^[0-9]+$/ ? cs : "null") }' "$f" 2>/dev/null || echo "null null"
+}
+
 machine_cpu() {
 	awk -v t="$(getconf CLK_TCK 2>/dev/null || echo 100)" '$1 == "cpu" { printf "%.3f\n", ($2 + $3 + $4 + $7 + $8) / t; exit }' /proc/stat
 }

@@ -234,6 +234,11 @@ def cmd_record(a):
                 c[side + "_s_per_gb"] = round(v / gb, 4) if v is not None and gb > 0 else None
             c["gb_moved"] = round(gb, 4)
             r["cpu"] = c
+            # whole machine (perf stat -a) around the run, per MB moved
+            mb = r["bytes"] / 1e6
+            sc, cs = r.pop("machine_syscalls", None), r.pop("machine_cswitches", None)
+            r["per_mb"] = {"syscalls": round(sc / mb, 1) if sc is not None and mb > 0 else None,
+                           "cswitches": round(cs / mb, 1) if cs is not None and mb > 0 else None}
             # never report a kernel number as EMP's: strict mode should refuse, check the wire too
             if r.get("system") == "emp_sockets" and (r.get("emp_wire_bytes") or 0) < 0.9 * r["bytes"]:
                 r["error"] = "EMP frames carried only %s of the %d bytes iperf3 moved" % (r.get("emp_wire_bytes"), r["bytes"])
@@ -441,8 +446,9 @@ def table(doc):
         L.append("")
         L.append("Bandwidth (Mbit/s): iperf3 -t %s; native = emp-bw one way, same message size; "
                  "CPU = s per GB, sender+receiver processes; machine = whole machine" % (s["iperf3"][0].get("seconds") if s["iperf3"] else "?"))
-        hdr = "%-18s | %8s %8s %7s | %8s %7s | %11s %11s %7s | %11s" % (
-            "iperf3", "kernel", "EMP", "ratio", "native", "r.nat", "CPU kernel", "CPU EMP", "r.CPU", "machine K/E")
+        hdr = "%-18s | %8s %8s %7s | %8s %7s | %11s %11s %7s | %11s | %13s %11s" % (
+            "iperf3", "kernel", "EMP", "ratio", "native", "r.nat", "CPU kernel", "CPU EMP", "r.CPU", "machine K/E",
+            "syscall/MB K/E", "cs/MB K/E")
         L.append(hdr)
         L.append("-" * len(hdr))
         byi = {}
@@ -460,17 +466,23 @@ def table(doc):
                 return "-"
             return "%.2f+%.2f" % (c["sender_s_per_gb"], c["receiver_s_per_gb"])
 
+        def permb(r, what):
+            v = (r.get("per_mb") or {}).get(what) if ok(r) else None
+            return "-" if v is None else "%.0f" % v
+
         def mach(r):
             return "%.2f" % r["cpu"]["machine_s_per_gb"] if ok(r) and r["cpu"].get("machine_s_per_gb") is not None else "-"
 
         for key in sorted(byi):
             k, e = byi[key].get("kernel"), byi[key].get("emp_sockets")
             n = natb.get(key[0]) if key[1] == 1 and not key[2] else None
-            L.append("%-18s | %8s %8s %7s | %8s %7s | %11s %11s %7s | %11s" % (
+            L.append("%-18s | %8s %8s %7s | %8s %7s | %11s %11s %7s | %11s | %13s %11s" % (
                 "-l %s -P %d%s" % (size_label(key[0]), key[1], " -R" if key[2] else ""),
                 cell(k, "mbps", "%.0f"), cell(e, "mbps", "%.0f"), rcell(rb.get(key, {}).get("emp_sockets")),
                 cell(n, "mbps", "%.0f"), rcell(rb.get(key, {}).get("native")),
-                cpu(k), cpu(e), rcell(rc.get(key, {}).get("total")), "%s/%s" % (mach(k), mach(e))))
+                cpu(k), cpu(e), rcell(rc.get(key, {}).get("total")), "%s/%s" % (mach(k), mach(e)),
+                "%s/%s" % (permb(k, "syscalls"), permb(e, "syscalls")),
+                "%s/%s" % (permb(k, "cswitches"), permb(e, "cswitches"))))
         done = {key[0] for key in byi if key[1] == 1 and not key[2]}
         extra = [x for x in s["emp_bw"] if x.get("size") not in done]
         if extra:

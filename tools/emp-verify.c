@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 	if (!ep_set)
 		t.ep = t.server ? 1 : EMP_EP_AUTO;    /* clients: a random free id */
 	if (!t.nsizes) {
-		size_t d[] = { 0, 1, 1451, 1452, 1453, 65536, 1 << 20 };
+		size_t d[] = { 0, 1, 1459, 1460, 1461, 65536, 1 << 20 };   /* 1460: one full frame at MTU 1500 */
 		memcpy(t.sizes, d, sizeof(d));
 		t.nsizes = 7;
 	}

@@ -533,30 +533,31 @@ static void craft(struct eng *e, uint8_t flags)
 	uint8_t *c = f + EMP_ETH_HLEN;
 	if ((ctrl & 1) && len >= EMP_ETH_HLEN + 6) {
 		fz_fix_eth(f, macs[e->idx], macs[from]);
-		if (c[5] < 1 || c[5] > 5)
-			c[5] = (uint8_t)(1 + c[5] % 5);
+		if (fz_type(c) < 1 || fz_type(c) > 5)
+			fz_set_type(c, (uint8_t)(1 + fz_type(c) % 5));
 	}
 	if ((ctrl & 2) && len >= EMP_ETH_HLEN + EMP_HDR_LEN) {
-		uint8_t type = c[5];
+		uint8_t type = fz_type(c);
 		fz_fix_hdr(c, e->inc, src_inc,
 			   type == EMP_T_ACK || type == EMP_T_HELLO_ACK ? session_toward(e, (uint16_t)from)
 			   : from == 2 ? C_SESSION : session_toward(&E[from], (uint16_t)e->idx));
 	}
-	if ((ctrl & 4) && len >= EMP_ETH_HLEN + EMP_HDR_LEN + EMP_DATA_HDR_LEN && c[5] == EMP_T_DATA) {
+	if ((ctrl & 4) && len >= EMP_ETH_HLEN + EMP_HDR_LEN + EMP_DATA_HDR_LEN && fz_type(c) == EMP_T_DATA) {
 		uint32_t frag = e->cfg.mtu - EMP_DATA_OVERHEAD;   /* a plausible DATA header */
 		uint8_t *b = c + EMP_HDR_LEN;
 		uint32_t avail = len - EMP_ETH_HLEN - EMP_HDR_LEN - EMP_DATA_HDR_LEN;
-		put16(b + 12, (uint16_t)frag);
-		uint32_t msg_len = (uint32_t)b[6] << 8 | b[7];
+		put16(b + EMP_D_FRAG, (uint16_t)frag);
+		uint32_t msg_len = (uint32_t)b[EMP_D_MSG_LEN + 2] << 8 | b[EMP_D_MSG_LEN + 3];
 		uint32_t nfr = msg_len ? (msg_len + frag - 1) / frag : 1;
-		uint32_t fr = b[3] % nfr;
-		put32(b, fr);
-		put32(b + 4, msg_len);
+		uint32_t fr = b[EMP_D_FRAME + 2] % nfr;
 		uint32_t want = msg_len ? (msg_len - fr * frag < frag ? msg_len - fr * frag : frag) : 0;
-		put16(b + 14, (uint16_t)(want < avail ? want : avail));
+		if (want > avail)
+			msg_len = fr * frag + avail;   /* the payload length follows: this frame's fits */
+		put24(b + EMP_D_FRAME, fr);
+		put32(b + EMP_D_MSG_LEN, msg_len);
 	}
 	if ((ctrl & 8) && len >= EMP_ETH_HLEN + EMP_HDR_LEN) {
-		c[7] |= EMP_F_CSUM;
+		c[EMP_C_VTF + 1] |= EMP_F_CSUM;
 		fz_fix_csum(c, len);
 	}
 	emp__fw_frame(e->fw, f, len, now);

@@ -72,17 +72,30 @@ static inline void fz_fix_eth(uint8_t *f, const uint8_t *dst, const uint8_t *src
 	memcpy(f, dst, 6);
 	memcpy(f + 6, src, 6);
 	put16(f + 12, EMP_ETHERTYPE_DEFAULT);
-	f[EMP_ETH_HLEN + 4] = EMP_PROTO_VERSION;
+	uint8_t *v = f + EMP_ETH_HLEN + EMP_C_VTF;   /* version: the vtf word's top 4 bits */
+	v[0] = (uint8_t)((v[0] & 0x0f) | EMP_PROTO_VERSION << 4);
+}
+
+/* the frame type in EMP header c (the vtf word's bits 11..9) */
+static inline uint8_t fz_type(const uint8_t *c)
+{
+	return (uint8_t)EMP_VTF_TYPE(get16(c + EMP_C_VTF));
+}
+
+static inline void fz_set_type(uint8_t *c, uint8_t type)
+{
+	uint16_t v = get16(c + EMP_C_VTF);
+	put16(c + EMP_C_VTF, EMP_VTF(EMP_VTF_VERSION(v), type, EMP_VTF_FLAGS(v)));
 }
 
 /* EMP header c: endpoints 1 to 1, the incarnations and the session */
 static inline void fz_fix_hdr(uint8_t *c, uint32_t dst_inc, uint32_t src_inc, uint16_t session)
 {
-	put16(c + 8, 1);
-	put16(c + 10, 1);
-	put32(c + 12, dst_inc);
-	put32(c + 16, src_inc);
-	put16(c + 20, session);
+	put16(c + EMP_C_DST_EP, 1);
+	put16(c + EMP_C_SRC_EP, 1);
+	put32(c + EMP_C_DST_INC, dst_inc);
+	put32(c + EMP_C_SRC_INC, src_inc);
+	put16(c + EMP_C_SESSION, session);
 }
 
 /* EMP header c of a len-byte frame: its CRC32C */

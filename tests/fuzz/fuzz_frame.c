@@ -124,9 +124,9 @@ static void feed_hello(uint8_t type, uint16_t session, uint32_t dst_inc)
 	memset(f, 0, sizeof(f));
 	fz_fix_eth(f, macs[0], macs[1]);
 	uint8_t *c = f + EMP_ETH_HLEN;
-	c[5] = type;
+	fz_set_type(c, type);
 	fz_fix_hdr(c, dst_inc, REMOTE_INC, session);
-	put16(c + 22, 4);
+	put16(c + EMP_C_CREDITS, 4);
 	put32(c + EMP_HDR_LEN, 1500);
 	emp__fw_frame(fw, f, sizeof(f), now);
 }
@@ -232,11 +232,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if ((ctrl & 0x01) && len >= EMP_ETH_HLEN + 5)
 			fz_fix_eth(f, macs[0], macs[host]);
 		if ((ctrl & 0x02) && len >= EMP_ETH_HLEN + EMP_HDR_LEN) {
-			uint8_t type = c[5];
+			uint8_t type = fz_type(c);
 			fz_fix_hdr(c, OWN_INC, REMOTE_INC,
 				   type == EMP_T_ACK || type == EMP_T_HELLO_ACK ? our_session() : REMOTE_SESSION);
 		}
-		if ((ctrl & 0x04) && len >= EMP_ETH_HLEN + EMP_HDR_LEN && (c[7] & EMP_F_CSUM))
+		if ((ctrl & 0x04) && len >= EMP_ETH_HLEN + EMP_HDR_LEN && (c[EMP_C_VTF + 1] & EMP_F_CSUM))
 			fz_fix_csum(c, len);
 		emp__fw_frame(fw, f, len, now);
 		free(f);

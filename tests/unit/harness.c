@@ -277,27 +277,26 @@ size_t h_frame_build(const struct h_frame *f, uint8_t *buf)
 	p16(buf + 12, f->ethertype);
 	uint8_t *c = buf + EMP_ETH_HLEN;
 	uint16_t flags = f->flags | (f->csum ? EMP_F_CSUM : 0);
-	p32(c, 0);
-	c[4] = f->version;
-	c[5] = f->type;
-	p16(c + 6, flags);
-	p16(c + 8, f->dst_ep);
-	p16(c + 10, f->src_ep);
-	p32(c + 12, f->dst_inc);
-	p32(c + 16, f->src_inc);
-	p16(c + 20, f->session);
-	p16(c + 22, f->credits);
-	p32(c + 24, f->msg_id);
+	p32(c + EMP_C_CSUM, 0);
+	p16(c + EMP_C_VTF, EMP_VTF(f->version, f->type, flags));
+	p16(c + EMP_C_DST_EP, f->dst_ep);
+	p16(c + EMP_C_SRC_EP, f->src_ep);
+	p32(c + EMP_C_DST_INC, f->dst_inc);
+	p32(c + EMP_C_SRC_INC, f->src_inc);
+	p16(c + EMP_C_SESSION, f->session);
+	p16(c + EMP_C_CREDITS, f->credits);
+	p32(c + EMP_C_MSG_ID, f->msg_id);
 	uint8_t *b = c + EMP_HDR_LEN;
 	size_t body = 0;
 	switch (f->type) {
 	case EMP_T_DATA:
-		p32(b, f->frame);
-		p32(b + 4, f->msg_len);
-		p32(b + 8, f->tag);
-		p16(b + 12, f->frag);
-		p16(b + 14, f->plen);
-		p32(b + 16, f->prev);
+		b[EMP_D_FRAME] = (uint8_t)(f->frame >> 16);
+		p16(b + EMP_D_FRAME + 1, (uint16_t)f->frame);
+		p32(b + EMP_D_MSG_LEN, f->msg_len);
+		p32(b + EMP_D_TAG, f->tag);
+		p16(b + EMP_D_FRAG, f->frag);
+		uint32_t back = f->prev ? f->msg_id - f->prev : 0;   /* the wire's 8-bit distance */
+		b[EMP_D_PREV] = (uint8_t)(back > EMP_PREV_FAR ? EMP_PREV_FAR : back);
 		if (flags & EMP_F_PIGGY) {
 			p32(b + EMP_DATA_HDR_LEN, f->piggy_msg);
 			p32(b + EMP_DATA_HDR_LEN + 4, f->piggy_nframes);
@@ -351,27 +350,30 @@ int h_frame_parse(const uint8_t *buf, uint32_t len, struct h_frame *f)
 	f->ethertype = g16(buf + 12);
 	const uint8_t *c = buf + EMP_ETH_HLEN, *b = c + EMP_HDR_LEN;
 	uint32_t avail = len - EMP_ETH_HLEN - EMP_HDR_LEN;
-	f->version = c[4];
-	f->type = c[5];
-	f->flags = g16(c + 6);
+	uint16_t vtf = g16(c + EMP_C_VTF);
+	f->version = (uint8_t)EMP_VTF_VERSION(vtf);
+	f->type = (uint8_t)EMP_VTF_TYPE(vtf);
+	f->flags = (uint16_t)EMP_VTF_FLAGS(vtf);
 	f->csum = !!(f->flags & EMP_F_CSUM);
-	f->dst_ep = g16(c + 8);
-	f->src_ep = g16(c + 10);
-	f->dst_inc = g32(c + 12);
-	f->src_inc = g32(c + 16);
-	f->session = g16(c + 20);
-	f->credits = g16(c + 22);
-	f->msg_id = g32(c + 24);
+	f->dst_ep = g16(c + EMP_C_DST_EP);
+	f->src_ep = g16(c + EMP_C_SRC_EP);
+	f->dst_inc = g32(c + EMP_C_DST_INC);
+	f->src_inc = g32(c + EMP_C_SRC_INC);
+	f->session = g16(c + EMP_C_SESSION);
+	f->credits = g16(c + EMP_C_CREDITS);
+	f->msg_id = g32(c + EMP_C_MSG_ID);
 	switch (f->type) {
 	case EMP_T_DATA:
 		if (avail < EMP_DATA_HDR_LEN)
 			return -1;
-		f->frame = g32(b);
-		f->msg_len = g32(b + 4);
-		f->tag = g32(b + 8);
-		f->frag = g16(b + 12);
-		f->plen = g16(b + 14);
-		f->prev = g32(b + 16);
+		f->frame = (uint32_t)b[EMP_D_FRAME] << 16 | g16(b + EMP_D_FRAME + 1);
+		f->msg_len = g32(b + EMP_D_MSG_LEN);
+		f->tag = g32(b + EMP_D_TAG);
+		f->frag = g16(b + EMP_D_FRAG);
+		f->prev = b[EMP_D_PREV] ? f->msg_id - b[EMP_D_PREV] : 0;
+		/* the payload length is not on the wire: frag bytes, the last frame the rest */
+		uint64_t at = (uint64_t)f->frame * f->frag;
+		f->plen = (uint16_t)(!f->frag || at >= f->msg_len ? 0 : f->msg_len - at < f->frag ? f->msg_len - at : f->frag);
 		uint32_t extra = (f->flags & EMP_F_PIGGY) ? EMP_PIGGY_LEN : 0;
 		if (avail < EMP_DATA_HDR_LEN + extra + (uint32_t)f->plen)
 			return -1;

@@ -86,8 +86,8 @@ static void t_mixed_mtu(void)
 	h_xfer(&h, 0, 1, 100000, 1, 11, 60 * SEC);
 	h_xfer(&h, 1, 0, 100000, 1, 12, 60 * SEC);
 	h_xfer(&h, 0, 1, 8956, 1, 13, 60 * SEC);
-	uint32_t fr = nframes(100000, 1452);
-	CHECK_EQ(h_ctr(&h, 0).tx_data, fr + nframes(8956, 1452));
+	uint32_t fr = nframes(100000, 1500 - EMP_DATA_OVERHEAD);
+	CHECK_EQ(h_ctr(&h, 0).tx_data, fr + nframes(8956, 1500 - EMP_DATA_OVERHEAD));
 	CHECK_EQ(h_ctr(&h, 1).tx_data, fr);
 	struct emp_sim_stats ws;
 	emp_sim_wire_stats(h.wire, &ws);
@@ -451,7 +451,7 @@ static void t_scatter_gather(void)
 {
 	struct harness h;
 	h_init(&h, 2, NULL, NULL);
-	static const size_t sp[] = { 1, 0, 100, 3000, 7, 1452 * 2 + 3, 50000, 10, 10, 10, 10, 10, 10, 10,
+	static const size_t sp[] = { 1, 0, 100, 3000, 7, (1500 - EMP_DATA_OVERHEAD) * 2 + 3, 50000, 10, 10, 10, 10, 10, 10, 10,
 				     10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
 				     9, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 4444 };
 	static const size_t rp[] = { 13, 2000, 0, 500, 30000, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,

@@ -9,7 +9,7 @@
 #define SEC 1000000000ull
 #define MS  1000000ull
 #define US  1000ull
-#define FRAG 1452u                  /* payload bytes per frame at MTU 1500 */
+#define FRAG (1500u - EMP_DATA_OVERHEAD)   /* payload bytes per frame at MTU 1500: 1460 */
 
 static struct emp_fw_config defaults(void)
 {
@@ -1007,13 +1007,13 @@ static void t_malformed(void)
 		{ "runt", EMP_DROP_SHORT },
 		{ "header cut short", EMP_DROP_SHORT },
 		{ "ethertype", EMP_DROP_ETHERTYPE },
-		{ "version 2", EMP_DROP_VERSION },
+		{ "version 3", EMP_DROP_VERSION },
 		{ "version 0", EMP_DROP_VERSION },
 		{ "type 0", EMP_DROP_TYPE },
-		{ "type 99", EMP_DROP_TYPE },
+		{ "type 7 (unused)", EMP_DROP_TYPE },
 		{ "data header cut", EMP_DROP_BAD_LEN },
 		{ "payload cut", EMP_DROP_BAD_LEN },
-		{ "plen != frame's share", EMP_DROP_BAD_LEN },
+		{ "payload shorter than its share", EMP_DROP_BAD_LEN },
 		{ "frag 0", EMP_DROP_BAD_LEN },
 		{ "frag beyond mtu", EMP_DROP_BAD_LEN },
 		{ "frame >= nframes", EMP_DROP_BAD_INDEX },
@@ -1043,10 +1043,10 @@ static void t_malformed(void)
 		case 0: len = 20; memset(buf, 0, len); memcpy(buf, f.dst, 6); break;
 		case 1: len = h_frame_build(&f, buf); len = EMP_ETH_HLEN + EMP_HDR_LEN - 1; break;
 		case 2: f.ethertype = 0x0800; len = h_frame_build(&f, buf); break;
-		case 3: f.version = 2; len = h_frame_build(&f, buf); break;
+		case 3: f.version = 3; len = h_frame_build(&f, buf); break;
 		case 4: f.version = 0; len = h_frame_build(&f, buf); break;
 		case 5: f.type = 0; len = h_frame_build(&f, buf); break;
-		case 6: f.type = 99; len = h_frame_build(&f, buf); break;
+		case 6: f.type = 7; len = h_frame_build(&f, buf); break;
 		case 7: len = h_frame_build(&f, buf); len = EMP_ETH_HLEN + EMP_HDR_LEN + 10; break;
 		case 8: len = h_frame_build(&f, buf) - 1; break;
 		case 9: f.plen = 100; len = h_frame_build(&f, buf); break;

@@ -93,7 +93,44 @@ static void t_stream_loss5_any_b(void) { stream(50000, 3, 1); }
 static void t_stream_loss5_exact(void) { stream(50000, 4, 0); }
 static void t_stream_loss20_any(void) { stream(200000, 5, 1); }
 
+/* A bulk message (1 MiB, 723 frames at MTU 1500) on a clean wire: the
+ * receiver acks collections of a quarter window (16 frames), plus what the
+ * sender asks for at its window's edge and the last frame, not a collection
+ * of 3 (each ack is a frame and, alone in its poll, a system call). */
+static void t_stream_bulk_acks(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	size_t len = 1 << 20;
+	h_xfer(&h, 0, 1, len, 5, 77, 10000 * MS);
+	struct emp_counters r = h_ctr(&h, 1), s = h_ctr(&h, 0);
+	CHECK_EQ(r.bytes_received, len);
+	CHECK_EQ(s.retransmits, 0);
+	CHECK(r.rx_data >= 700);
+	CHECK_MSG(r.tx_acks * 6 < r.rx_data, "acks %llu for %llu frames",
+		  (unsigned long long)r.tx_acks, (unsigned long long)r.rx_data);
+	h_free(&h);
+}
+
+/* At MTU 1500 a frame carries 1460 payload bytes (40 bytes of EMP header,
+ * 48 before wire version 2): 2 x 1460 bytes are two frames, one more byte a
+ * third; the frames on the wire are full 1514-byte Ethernet frames. */
+static void t_stream_payload_per_frame(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	CHECK_EQ(emp_mtu(h.ep[0]), 1500);
+	h_xfer(&h, 0, 1, 2 * 1460, 5, 78, 1000 * MS);
+	CHECK_EQ(h_ctr(&h, 0).tx_data, 2);
+	h_xfer(&h, 0, 1, 2 * 1460 + 1, 5, 79, 1000 * MS);
+	CHECK_EQ(h_ctr(&h, 0).tx_data, 5);
+	CHECK_EQ(h_ctr(&h, 1).rx_data, 5);
+	h_free(&h);
+}
+
 static const struct emp_test tests[] = {
+	{ "stream_payload_per_frame", t_stream_payload_per_frame, 30 },
+	{ "stream_bulk_acks", t_stream_bulk_acks, 60 },
 	{ "stream_clean", t_stream_clean, 60 },
 	{ "stream_loss5_wildcard", t_stream_loss5_any, 60 },
 	{ "stream_loss5_wildcard_b", t_stream_loss5_any_b, 60 },

@@ -13,6 +13,11 @@ ETH_P_ALL = 3
 TYPES = {1: "data", 2: "ack", 3: "hello", 4: "hello_ack", 5: "stale", 6: "probe"}
 
 
+def ftype(f):
+    """the frame type: bits 11..9 of the 16-bit vtf word at offset 4 of the EMP header (wire version 2)"""
+    return TYPES.get((struct.unpack(">H", f[14 + 4:14 + 6])[0] >> 9) & 7, "other")
+
+
 def mac(s):
     return bytes(int(x, 16) for x in s.split(":"))
 
@@ -30,12 +35,12 @@ def capture(ifname, src, count, path, seconds):
             f, addr = s.recvfrom(65535)
         except socket.timeout:
             continue
-        if addr[2] == socket.PACKET_OUTGOING or len(f) < 14 + 28:
+        if addr[2] == socket.PACKET_OUTGOING or len(f) < 14 + 26:
             continue
         if f[6:12] != want or struct.unpack(">H", f[12:14])[0] != ETYPE:
             continue
         got.append(f)
-        t = TYPES.get(f[14 + 5], "other")
+        t = ftype(f)
         census[t] = census.get(t, 0) + 1
     with open(path, "wb") as o:
         for f in got:
@@ -50,7 +55,7 @@ def replay(ifname, path, rounds, types):
     while i + 2 <= len(data):
         n = struct.unpack(">H", data[i:i + 2])[0]
         f = data[i + 2:i + 2 + n]
-        if types is None or TYPES.get(f[14 + 5], "other") in types:
+        if types is None or ftype(f) in types:
             frames.append(f)
         i += 2 + n
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
