@@ -13,7 +13,7 @@ import socket, struct, sys, time
 ifname, dst, src, n = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), bytes.fromhex(sys.argv[3].replace(":", "")), int(sys.argv[4])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((ifname, 0))
-head = dst + src + struct.pack(">H", 0x88B5) + struct.pack(">IBBHHH", 0, 1, 1, 0, 4321, 9) + b"\0" * 14
+head = dst + src + struct.pack(">H", 0x88B5) + struct.pack(">IHHH", 0, 2 << 12 | 1 << 9, 4321, 9) + b"\0" * 16   # wire v2: csum, vtf, dst_ep at 6, src_ep; the number at 40
 t0 = time.monotonic()
 for k in range(n):
     s.send(head + struct.pack(">I", k) + b"p" * 20)
