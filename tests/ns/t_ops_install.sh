@@ -43,13 +43,14 @@ cc -Wall -Werror $($PC --cflags libemp) "$T/hello.c" -o "$T/hello" $($PC --libs 
 	|| fail "compile against the installed header"
 "$T/hello" | tee "$T/hello.out"
 grep -q "^hello emp: now 1" "$T/hello.out" || fail "program linked against installed libemp runs"
-ldd "$T/hello" | grep -q "$D$P/lib/libemp.so" || fail "linked against the installed libemp.so"
+ldd "$T/hello" >"$T/ldd.out"   # not piped into grep -q: with pipefail, ldd killed by SIGPIPE fails the test
+grep -qF "$D$P/lib/libemp.so" "$T/ldd.out" || fail "linked against the installed libemp.so: $(cat "$T/ldd.out")"
 cc $($PC --cflags libemp) "$T/hello.c" -o "$T/hello-static" "$D$P/lib/libemp.a" $($PC --static --libs-only-l libemp | sed 's/-lemp//') \
 	|| fail "link against the installed libemp.a"
 "$T/hello-static" > /dev/null || fail "static program runs"
-"$D$P/bin/empstat" --help | grep -q "^usage: empstat" || fail "installed empstat --help"
+grep -q "^usage: empstat" <<<"$("$D$P/bin/empstat" --help)" || fail "installed empstat --help"
 "$D$P/bin/empstat" --json | python3 -c "import sys, json; json.load(sys.stdin)" || fail "installed empstat --json"
-MANPATH=$D$P/share/man man -P cat empstat 2>/dev/null | grep -q "empstat" || fail "man empstat"
+grep -q "empstat" <<<"$(MANPATH=$D$P/share/man man -P cat empstat 2>/dev/null)" || fail "man empstat"
 echo "ok: built and ran against the install"
 
 make -C "$ROOT" -s uninstall $V > "$T/uninstall.log" 2>&1 || { cat "$T/uninstall.log"; fail "make uninstall"; }
