@@ -12,6 +12,8 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -38,10 +40,11 @@ static void no_exit_flush(void)
 	es__g.ep = NULL;
 }
 
-/* both ends of one stream: R receive buffers of S bytes per side */
-static void sw_open(struct sw *w, const struct emp_sim_faults *f, unsigned R, unsigned S)
+/* the two sockets of one stream over w->h's endpoints: R receive buffers of
+ * S bytes per side; as a negotiation leaves them (state EMP, the kernel
+ * socket in the liveness set) */
+static void sw_streams(struct sw *w, unsigned R, unsigned S, int nonblock)
 {
-	h_init(&w->h, 2, f, NULL);
 	es__g.nbufs = R;
 	es__g.bufsz = S;
 	int sv[2];
@@ -52,11 +55,12 @@ static void sw_open(struct sw *w, const struct emp_sim_faults *f, unsigned R, un
 		es__engine_set(w->h.ep[i]);      /* side i's connection lives on endpoint i */
 		struct es_sock *s = es__sock_new(sv[i], ES_PENDING);
 		CHECK(s);
-		s->nonblock = 1;
+		s->nonblock = nonblock;
 		CHECK(es__conn_create(s, (uint16_t)(1 - i), 1, lid[i], key[i]) == 0);
 		es__sock_lock(s);
 		CHECK(es__conn_set_peer(s, 1, lid[1 - i], R, S, key[1 - i]) == 0);
 		s->state = ES_EMP;
+		es__live_add(s);
 		es__sock_update(s, 1);
 		es__sock_unlock(s);
 		w->fd[i] = sv[i];
@@ -64,6 +68,14 @@ static void sw_open(struct sw *w, const struct emp_sim_faults *f, unsigned R, un
 	}
 	es__engine_set(w->h.ep[0]);
 	atexit(no_exit_flush);
+}
+
+/* virtual time: nobody drives the engines but the test (h_run); every call
+ * must be non-blocking (a wait in the shim spins on a clock nobody moves) */
+static void sw_open(struct sw *w, const struct emp_sim_faults *f, unsigned R, unsigned S)
+{
+	h_init(&w->h, 2, f, NULL);
+	sw_streams(w, R, S, 1);
 }
 
 static unsigned evmask(struct sw *w, int i) { return atomic_load(&w->s[i]->evmask); }
@@ -232,13 +244,15 @@ static int reap_each_round(void *arg)
 
 static void settle_reaping(struct sw *w) { h_run(&w->h, reap_each_round, NULL, 200000000); }
 
-static int pollfd1(int fd, short ev)
+static int pollfd_ms(int fd, short ev, int ms)
 {
 	struct pollfd p = { fd, ev, 0 };
-	int r = poll(&p, 1, 0);
+	int r = poll(&p, 1, ms);
 	CHECK(r >= 0);
 	return r ? p.revents : 0;
 }
+
+static int pollfd1(int fd, short ev) { return pollfd_ms(fd, ev, 0); }
 
 /* A reader that does not read stops the writer once its R buffers are full
  * and the writer's W send slots are staged: write says EAGAIN, POLLOUT goes,
@@ -388,12 +402,182 @@ static void t_sim_readiness(void)
 	CHECK(close(ep) == 0);
 }
 
+/* ---- real time: engines with their progress threads, blocking calls ---- */
+
+static uint64_t rclock(void *arg) { (void)arg; return emp_now_ns(); }
+
+/* the same two sockets, blocking (2 s timeouts: a lost wake fails, it does
+ * not hang), over a wire in real time whose engines run progress threads */
+static void sw_open_rt(struct sw *w, const struct emp_sim_faults *f, unsigned R, unsigned S)
+{
+	struct harness *h = &w->h;
+	memset(h, 0, sizeof *h);
+	h->n = 2;
+	CHECK(emp_sim_wire_create(&h->wire, f, rclock, NULL) == 0);
+	emp_conf_defaults(&h->conf);
+	h->conf.peers = calloc(2, sizeof *h->conf.peers);
+	h->conf.npeers = 2;
+	for (int i = 0; i < 2; i++) {
+		uint8_t m[6] = { 0x02, 0, 0, 0, 0, (uint8_t)(i + 1) };
+		memcpy(h->mac[i], m, 6);
+		memcpy(h->conf.peers[i].mac, m, 6);
+		snprintf(h->conf.peers[i].name, sizeof h->conf.peers[i].name, "h%d", i);
+		h->conf.peers[i].ip = (uint32_t)(0x0a000001 + i);
+	}
+	for (int i = 0; i < 2; i++) {
+		struct emp_open_opts o = { .conf = &h->conf, .driver = "sim", .endpoint = 1, .wire = h->wire,
+					   .mac = h->mac[i] };
+		CHECK_MSG(emp_open(&h->ep[i], &o) == 0, "emp_open: %s", emp_last_error());
+	}
+	sw_streams(w, R, S, 0);
+	for (int i = 0; i < 2; i++)
+		w->s[i]->rcvtimeo_ns = w->s[i]->sndtimeo_ns = 2000000000;
+}
+
+struct rt_flow { struct sw *w; int from; size_t total, done; int eof; };
+
+static void *rt_writer(void *arg)
+{
+	struct rt_flow *f = arg;
+	uint8_t b[65536];
+	while (f->done < f->total) {
+		size_t n = f->total - f->done < sizeof b ? f->total - f->done : sizeof b;
+		for (size_t k = 0; k < n; k++)
+			b[k] = pat(f->done + k, f->from);
+		ssize_t r = write(f->w->fd[f->from], b, n);
+		CHECK_MSG(r > 0, "blocking write: %zd %s", r, strerror(errno));
+		f->done += (size_t)r;
+	}
+	CHECK(shutdown(f->w->fd[f->from], SHUT_WR) == 0);
+	return NULL;
+}
+
+/* blocking read until end of file; every byte checked */
+static void rt_read(struct rt_flow *f)
+{
+	uint8_t b[50000];
+	for (;;) {
+		ssize_t r = read(f->w->fd[1 - f->from], b, sizeof b);
+		CHECK_MSG(r >= 0, "blocking read after %zu bytes: %s", f->done, strerror(errno));
+		if (r == 0)
+			break;
+		for (ssize_t k = 0; k < r; k++)
+			CHECK_MSG(b[k] == pat(f->done + (size_t)k, f->from), "byte %zu differs", f->done + (size_t)k);
+		f->done += (size_t)r;
+	}
+	f->eof = 1;
+}
+
+static void *rt_reader(void *arg)
+{
+	rt_read(arg);
+	return NULL;
+}
+
+/* Blocking reads and writes (es__wait: the waiter is woken by whichever
+ * thread's completion hook saw its stream move) both ways at once, 1% loss:
+ * 2 MB each way intact, then end of file */
+static void t_simrt_blocking(void)
+{
+	struct sw w;
+	struct emp_sim_faults fa = { .seed = 3, .loss_ppm = 10000, .delay_ns = 2000 };
+	sw_open_rt(&w, &fa, 8, 16384);
+	struct rt_flow wf[2] = { { &w, 0, 2000000, 0, 0 }, { &w, 1, 2000000, 0, 0 } };
+	struct rt_flow rf[2] = { { &w, 0, 0, 0, 0 }, { &w, 1, 0, 0, 0 } };
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&t[i], NULL, rt_writer, &wf[i]) == 0);
+	pthread_t rd;
+	CHECK(pthread_create(&rd, NULL, rt_reader, &rf[1]) == 0);
+	rt_read(&rf[0]);
+	pthread_join(rd, NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	CHECK_EQ(rf[0].done, 2000000);
+	CHECK_EQ(rf[1].done, 2000000);
+	struct emp_sim_stats st;
+	emp_sim_wire_stats(w.h.wire, &st);
+	CHECK(st.lost > 0);
+}
+
+static void *rt_reader_later(void *arg)
+{
+	usleep(50000);                   /* the writer is in close() by then */
+	rt_read(arg);
+	return NULL;
+}
+
+/* SO_LINGER with a timeout: close() returns once the data and FIN are
+ * through (the peer's engine has every byte, though the last 4 KiB could
+ * only go once its reader, 50 ms late, freed buffers); toward a
+ * peer that does not read it gives up at the timeout, and the connection
+ * lingers on: the peer then reads every byte written before the close, and 0 */
+static void t_simrt_linger(void)
+{
+	uint8_t b[20000];
+	for (size_t k = 0; k < sizeof b; k++)
+		b[k] = pat(k, 0);
+	for (int reads = 1; reads >= 0; reads--) {
+		struct sw w;
+		sw_open_rt(&w, NULL, 4, 4096);
+		struct rt_flow f = { &w, 0, 0, 0, 0 };
+		CHECK_EQ(write(w.fd[0], b, sizeof b), (ssize_t)sizeof b);   /* 16 KiB at the peer, 4 KiB staged */
+		struct linger lg = { 1, reads ? 10 : 1 };
+		CHECK(setsockopt(w.fd[0], SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+		pthread_t t;
+		if (reads)
+			CHECK(pthread_create(&t, NULL, rt_reader_later, &f) == 0);
+		CHECK(close(w.fd[0]) == 0);
+		uint64_t at_peer = h_ctr(&w.h, 1).bytes_received;   /* payload and stream headers */
+		if (reads) {
+			CHECK(at_peer >= sizeof b);
+			pthread_join(t, NULL);
+		} else {
+			CHECK(at_peer < sizeof b);   /* the timeout: 4 KiB and the FIN could not go */
+			CHECK_EQ(es__zombies_reap(), 1);
+			rt_read(&f);
+		}
+		CHECK_EQ(f.done, sizeof b);
+		for (int i = 0; i < 200 && es__zombies_reap(); i++)
+			usleep(10000);
+		CHECK_EQ(es__zombies_reap(), 0);
+	}
+}
+
+/* The peer's process died: its kernel socket ends without an EMP FIN. The
+ * survivor's poll is woken by the liveness set and names the error, read
+ * hands out the data that had arrived, then ECONNRESET once, then end of file */
+static void t_simrt_peer_died(void)
+{
+	struct sw w;
+	sw_open_rt(&w, NULL, 4, 4096);
+	uint8_t b[3000];
+	for (size_t k = 0; k < sizeof b; k++)
+		b[k] = pat(k, 0);
+	CHECK_EQ(write(w.fd[0], b, sizeof b), 3000);
+	CHECK(pollfd_ms(w.fd[1], POLLIN, 2000) & POLLIN);
+	CHECK_EQ(pollfd1(w.fd[1], POLLRDHUP), 0);   /* alive */
+	CHECK(R_(close)(w.fd[0]) == 0);          /* side 0 gone, no FIN, its engine silent */
+	short re = (short)pollfd_ms(w.fd[1], POLLRDHUP, 2000);
+	CHECK_EQ(re & (POLLERR | POLLHUP | POLLRDHUP), POLLERR | POLLHUP | POLLRDHUP);
+	size_t off = 0;
+	CHECK_EQ(read_some(&w, 1, &off, sizeof b), 3000);
+	CHECK_EQ(read(w.fd[1], b, sizeof b), -1);
+	CHECK_EQ(errno, ECONNRESET);
+	CHECK_EQ(read(w.fd[1], b, sizeof b), 0);
+	CHECK_EQ(send(w.fd[1], "x", 1, MSG_NOSIGNAL), -1);
+	CHECK_EQ(errno, EPIPE);
+}
+
 static const struct emp_test tests[] = {
 	{ "shim_sim_bytes_both_ways", t_sim_bytes_both_ways, 20 },
 	{ "shim_sim_flow_control", t_sim_flow_control, 20 },
 	{ "shim_sim_half_close", t_sim_half_close, 20 },
 	{ "shim_sim_close_unread", t_sim_close_unread, 20 },
 	{ "shim_sim_readiness", t_sim_readiness, 20 },
+	{ "shim_simrt_peer_died", t_simrt_peer_died, 20 },
+	{ "shim_simrt_blocking", t_simrt_blocking, 30 },
+	{ "shim_simrt_linger", t_simrt_linger, 30 },
 };
 
 const struct emp_test_suite emp_suite_simwire = { "simwire", tests, sizeof(tests) / sizeof(tests[0]) };
