@@ -294,6 +294,34 @@ static void t_sim_readiness(void)
 	CHECK(close(ep) == 0);
 }
 
+/* Edge-triggered epoll: one report per arrival, even while the socket stays
+ * readable (new data is an edge though its bits do not change), none
+ * between arrivals; a level-triggered set beside it keeps reporting */
+static void t_sim_epoll_edges(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 1024);
+	int et = epoll_create1(0), lt = epoll_create1(0);
+	CHECK(et >= 0 && lt >= 0);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.fd = w.fd[1] }, out[2];
+	CHECK(epoll_ctl(et, EPOLL_CTL_ADD, w.fd[1], &ev) == 0);
+	ev.events = EPOLLIN;
+	CHECK(epoll_ctl(lt, EPOLL_CTL_ADD, w.fd[1], &ev) == 0);
+	for (int round = 0; round < 3; round++) {
+		CHECK_EQ(write(w.fd[0], "abc", 3), 3);
+		settle(&w);
+		CHECK_EQ(epoll_wait(et, out, 2, 0), 1);
+		CHECK(out[0].events & EPOLLIN);
+		CHECK_EQ(epoll_wait(et, out, 2, 0), 0);   /* no new edge */
+		CHECK_EQ(epoll_wait(lt, out, 2, 0), 1);
+		CHECK_EQ(epoll_wait(lt, out, 2, 0), 1);
+	}
+	int n = -1;
+	CHECK(ioctl(w.fd[1], FIONREAD, &n) == 0);
+	CHECK_EQ(n, 9);                          /* nothing read: readable all along */
+	CHECK(close(et) == 0 && close(lt) == 0);
+}
+
 /* Many seeds of a harsh wire (20% loss, 3% duplicated, 5% reordered) and
  * windows from 2 x 1 KiB to 3 x 9000 bytes: both ways at once with a FIN
  * each, every byte checked, then both sides close and both lingering
@@ -325,6 +353,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_half_close", t_sim_half_close, 20 },
 	{ "shim_sim_close_unread", t_sim_close_unread, 20 },
 	{ "shim_sim_readiness", t_sim_readiness, 20 },
+	{ "shim_sim_epoll_edges", t_sim_epoll_edges, 20 },
 	{ "shim_sim_faults_sweep", t_sim_faults_sweep, 20 },
 };
 
