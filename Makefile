@@ -22,10 +22,11 @@ PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)
 PRE_HDRS := $(wildcard preload/*.h)
 SOCK_PROGS := $(patsubst preload/tests/%.c,$(B)/tests/sock/%,$(sort $(wildcard preload/tests/*.c)))
 SHIM_TEST_SRC := $(sort $(wildcard tests/shim/*.c)) tests/runner.c tests/unit/harness.c
+NS_PROGS := $(patsubst tests/ns/progs/%.c,$(B)/tests/ns/%,$(sort $(wildcard tests/ns/progs/*.c)))
 
 .PHONY: all deps test-unit test-asan fuzz-smoke fuzz test-ns check demo clean install
 all: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS) $(B)/tests/test-unit $(B)/tests/test-shim \
-	$(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS)
+	$(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS) $(NS_PROGS)
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -122,6 +123,10 @@ $(B)/bin/emp-run: preload/emp-run.c conf/conf.c conf/conf.h
 $(B)/tests/test-shim: $(SHIM_TEST_SRC) $(PRE_OBJ) $(CORE_OBJ) $(HDRS) $(PRE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ipreload $(CFLAGS) $(SHIM_TEST_SRC) $(PRE_OBJ) $(CORE_OBJ) -o $@ $(LDLIBS)
+
+$(B)/tests/ns/%: tests/ns/progs/%.c $(B)/lib/libemp.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(B)/lib/libemp.a $(LDLIBS)
 
 $(B)/tests/sock/%: preload/tests/%.c preload/tests/socklib.h
 	@mkdir -p $(dir $@)

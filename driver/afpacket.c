@@ -1,4 +1,4 @@
-/* afpacket.c: the AF_PACKET backend (emp__afpacket_ops): BPF-filtered raw socket, TPACKET_V2 rx ring, sendmmsg tx. */
+/* afpacket.c: the AF_PACKET backend (emp__afpacket_ops): BPF-filtered raw socket, TPACKET_V2 rx ring, sendmmsg tx (receive before the ring: afp_lazy.c). */
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -16,17 +16,22 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "afp_int.h"
 #include "driver.h"
 #include "proto.h"
+#include "sys.h"
 
 /*
  * Receive: a TPACKET_V2 ring mapped into the process. rx_burst walks the slots
  * the kernel has handed to user space (TP_STATUS_USER) and returns pointers
  * straight into the ring; rx_release(n) gives the oldest n of them back
  * (TP_STATUS_KERNEL), in ring order. The socket is created with protocol 0 (it
- * sees nothing), gets its BPF filter (EtherType and EMP dst endpoint) and ring,
- * and only then is bound to the interface with the EMP EtherType; the ring is
- * drained after that anyway.
+ * sees nothing), gets its BPF filter (EtherType and EMP dst endpoint), and only
+ * then is bound to the interface with the EMP EtherType. The ring is not set
+ * up at open: that costs an RCU grace period (10-20 ms) that a short-lived
+ * process must not wait for; frames are read with recvmmsg until the endpoint
+ * is busy, and a helper thread then builds the ring (afp_lazy.c).
+ * EMP_AFP_RING_AFTER=0 builds it at open, before the bind, as before.
  *
  * Transmit: sendmmsg(), one syscall per burst of up to TX_BATCH frames, each
  * msghdr gathering the header and the caller's pieces (no staging copy).
@@ -46,24 +51,6 @@
 #define RING_MAX_BYTES (256u << 20)
 #define RING_BLOCK     (256u << 10)   /* preferred block size */
 
-struct afp {
-	int fd;                 /* receive: the ring, the filter, the fd waiters poll */
-	int txfd;               /* send only: protocol 0, never polled, so freeing a sent
-	                         * frame wakes nobody (no sock_def_write_space lock) */
-	struct sockaddr_ll txaddr;
-	int ifindex;
-	uint8_t mac[6];
-	unsigned mtu;
-	uint8_t *ring;
-	size_t ring_len;
-	unsigned frame_size, nframes;
-	unsigned block_size, per_block;   /* frames never straddle a block */
-	unsigned head;          /* next slot rx_burst looks at */
-	unsigned tail;          /* oldest slot not yet released */
-	unsigned held;          /* slots between tail and head */
-	uint8_t *skip;          /* slot consumed by rx_burst but not returned */
-	uint64_t truncated, oversize;
-};
 
 __attribute__((format(printf, 2, 3)))
 static void seterr(const struct emp_dev_params *p, const char *fmt, ...)
@@ -119,6 +106,7 @@ static void afp_close(void *priv)
 	struct afp *a = priv;
 	if (!a)
 		return;
+	emp__afp_lazy_close(a);      /* the ring builder first: it uses fd */
 	if (a->ring)
 		munmap(a->ring, a->ring_len);
 	if (a->fd >= 0)
@@ -137,6 +125,145 @@ static void release_slot(struct afp *a)
 	a->held--;
 }
 
+/* A receive socket that hears nothing yet (protocol 0) with the locked BPF
+ * filter: EtherType == etype at 12 and dst endpoint == our id; -errno. */
+int emp__afp_filtered_socket(const struct afp *a)
+{
+	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, EMP_OFF_ETHERTYPE),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, a->etype, 0, 3),
+		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, EMP_OFF_DST_EP),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, a->epid, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 0x40000),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+	};
+	struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
+	int one = 1, fd = emp__sys_socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* before the ring, frames wait in the socket queue: room for a burst */
+	int rcvbuf = 4 << 20;
+	if (emp__sys_setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
+		(void)emp__sys_setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	if (emp__sys_setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ||
+	    emp__sys_setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0) {
+		int e = -errno;
+		emp__sys_close(fd);
+		return e;
+	}
+	return fd;
+}
+
+/* The rx ring on fd (PACKET_VERSION, PACKET_RX_RING: a grace period), mapped.
+ * On failure fd is left without a ring, receiving into its queue. */
+int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, size_t errlen)
+{
+	int ver = TPACKET_V2, rc;
+	struct tpacket_req req;
+	ring_setup(a, hint, &req);
+	if (setsockopt(a->fd, SOL_PACKET, PACKET_VERSION, &ver, sizeof(ver)) < 0 ||
+	    setsockopt(a->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) < 0) {
+		rc = -errno;
+		if (err)
+			snprintf(err, errlen, "emp: afpacket: rx ring setup (%u frames of %u bytes) failed: %s",
+				 req.tp_frame_nr, req.tp_frame_size, strerror(-rc));
+		return rc;
+	}
+	uint8_t *ring = mmap(NULL, a->ring_len, PROT_READ | PROT_WRITE,
+			     MAP_SHARED | (populate ? MAP_POPULATE : 0), a->fd, 0);
+	uint8_t *skip = calloc(a->nframes, 1);
+	if (ring == MAP_FAILED || !skip) {
+		rc = ring == MAP_FAILED ? -errno : -ENOMEM;
+		if (ring != MAP_FAILED)
+			munmap(ring, a->ring_len);
+		free(skip);
+		memset(&req, 0, sizeof(req));      /* frames must not go to a ring nobody reads */
+		(void)setsockopt(a->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req));
+		if (err)
+			snprintf(err, errlen, "emp: afpacket: mapping the rx ring failed: %s", strerror(-rc));
+		return rc;
+	}
+	a->skip = skip;
+	a->head = a->tail = a->held = 0;
+	a->ring = ring;
+	return 0;
+}
+
+/* index, flags, MAC and MTU of the interface into a */
+static int if_info(struct afp *a, const struct emp_dev_params *p)
+{
+	const char *ifn = p->ifname;
+	struct ifreq ifr;
+	int rc;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, ifn, strlen(ifn) + 1);
+	if (ioctl(a->txfd, SIOCGIFINDEX, &ifr) < 0) {
+		rc = -errno;
+		if (rc == -ENODEV)
+			seterr(p, "emp: afpacket: no such interface '%s'", ifn);
+		else
+			seterr(p, "emp: afpacket: %s: %s", ifn, strerror(-rc));
+		return rc;
+	}
+	a->ifindex = ifr.ifr_ifindex;
+	if (ioctl(a->txfd, SIOCGIFFLAGS, &ifr) < 0) {
+		rc = -errno;
+		seterr(p, "emp: afpacket: %s: SIOCGIFFLAGS: %s", ifn, strerror(-rc));
+		return rc;
+	}
+	if (!(ifr.ifr_flags & IFF_UP) || !(ifr.ifr_flags & IFF_RUNNING)) {
+		seterr(p, "emp: afpacket: interface '%s' is %s", ifn,
+		       !(ifr.ifr_flags & IFF_UP) ? "down" : "up but has no carrier (not running)");
+		return -ENETDOWN;
+	}
+	if (ioctl(a->txfd, SIOCGIFHWADDR, &ifr) < 0) {
+		rc = -errno;
+		seterr(p, "emp: afpacket: %s: SIOCGIFHWADDR: %s", ifn, strerror(-rc));
+		return rc;
+	}
+	memcpy(a->mac, ifr.ifr_hwaddr.sa_data, 6);
+	if (ioctl(a->txfd, SIOCGIFMTU, &ifr) < 0) {
+		rc = -errno;
+		seterr(p, "emp: afpacket: %s: SIOCGIFMTU: %s", ifn, strerror(-rc));
+		return rc;
+	}
+	a->mtu = (unsigned)ifr.ifr_mtu;
+	if (a->mtu > 65535)
+		a->mtu = 65535;
+	if (a->mtu < EMP_MIN_MTU) {
+		seterr(p, "emp: afpacket: %s: MTU %u is below the EMP minimum %u", ifn, a->mtu,
+		       (unsigned)EMP_MIN_MTU);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* the send-only socket (opened first): protocol 0 at bind, so it receives nothing */
+static int open_tx(struct afp *a, const struct emp_dev_params *p)
+{
+	int one = 1, rc;
+	memset(&a->txaddr, 0, sizeof(a->txaddr));
+	a->txaddr.sll_family = AF_PACKET;
+	a->txaddr.sll_ifindex = a->ifindex;
+	if (bind(a->txfd, (struct sockaddr *)&a->txaddr, sizeof(a->txaddr)) < 0) {
+		rc = -errno;
+		seterr(p, "emp: afpacket: send socket on %s: %s", p->ifname, strerror(-rc));
+		return rc;
+	}
+	a->txaddr.sll_protocol = htons(a->etype);   /* what each frame is sent as */
+	a->txaddr.sll_halen = 6;
+	if (p->qdisc_bypass &&
+	    setsockopt(a->txfd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one)) < 0) {
+		rc = -errno;
+		seterr(p, "emp: afpacket: PACKET_QDISC_BYPASS: %s", strerror(-rc));
+		return rc;
+	}
+	int sndbuf = 4 << 20;
+	if (setsockopt(a->txfd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
+		(void)setsockopt(a->txfd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	return 0;
+}
+
 static int afp_open(const struct emp_dev_params *p, void **priv)
 {
 	const char *ifn = p->ifname;
@@ -149,15 +276,20 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 		seterr(p, "emp: afpacket: interface name '%s' too long", ifn);
 		return -EINVAL;
 	}
-	uint16_t etype = p->ethertype ? p->ethertype : EMP_ETHERTYPE_DEFAULT;
 	struct afp *a = calloc(1, sizeof(*a));
 	if (!a) {
 		seterr(p, "emp: afpacket: out of memory");
 		return -ENOMEM;
 	}
-	a->txfd = -1;
-	a->fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (a->fd < 0) {
+	a->fd = a->hfd = -1;
+	a->etype = p->ethertype ? p->ethertype : EMP_ETHERTYPE_DEFAULT;
+	a->epid = p->endpoint;
+	a->kick = p->kick;
+	a->kick_arg = p->kick_arg;
+	/* the send socket first: the interface ioctls go to it (closing a spare
+	 * AF_PACKET socket would cost a grace period) */
+	a->txfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (a->txfd < 0) {
 		rc = -errno;
 		if (rc == -EPERM || rc == -EACCES)
 			seterr(p, "emp: AF_PACKET needs CAP_NET_RAW (run as root or setcap cap_net_raw+ep)");
@@ -165,136 +297,44 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 			seterr(p, "emp: afpacket: socket: %s", strerror(-rc));
 		goto fail;
 	}
-
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof(ifr));
-	memcpy(ifr.ifr_name, ifn, strlen(ifn) + 1);
-	if (ioctl(a->fd, SIOCGIFINDEX, &ifr) < 0) {
-		rc = -errno;
-		if (rc == -ENODEV)
-			seterr(p, "emp: afpacket: no such interface '%s'", ifn);
-		else
-			seterr(p, "emp: afpacket: %s: %s", ifn, strerror(-rc));
+	if ((rc = if_info(a, p)) < 0)
 		goto fail;
-	}
-	a->ifindex = ifr.ifr_ifindex;
-	if (ioctl(a->fd, SIOCGIFFLAGS, &ifr) < 0) {
-		rc = -errno;
-		seterr(p, "emp: afpacket: %s: SIOCGIFFLAGS: %s", ifn, strerror(-rc));
-		goto fail;
-	}
-	if (!(ifr.ifr_flags & IFF_UP) || !(ifr.ifr_flags & IFF_RUNNING)) {
-		rc = -ENETDOWN;
-		seterr(p, "emp: afpacket: interface '%s' is %s", ifn,
-		       !(ifr.ifr_flags & IFF_UP) ? "down" : "up but has no carrier (not running)");
-		goto fail;
-	}
-	if (ioctl(a->fd, SIOCGIFHWADDR, &ifr) < 0) {
-		rc = -errno;
-		seterr(p, "emp: afpacket: %s: SIOCGIFHWADDR: %s", ifn, strerror(-rc));
-		goto fail;
-	}
-	memcpy(a->mac, ifr.ifr_hwaddr.sa_data, 6);
-	if (ioctl(a->fd, SIOCGIFMTU, &ifr) < 0) {
-		rc = -errno;
-		seterr(p, "emp: afpacket: %s: SIOCGIFMTU: %s", ifn, strerror(-rc));
-		goto fail;
-	}
-	a->mtu = (unsigned)ifr.ifr_mtu;
-	if (a->mtu > 65535)
-		a->mtu = 65535;
-	if (a->mtu < EMP_MIN_MTU) {
-		rc = -EINVAL;
-		seterr(p, "emp: afpacket: %s: MTU %u is below the EMP minimum %u", ifn, a->mtu,
-		       (unsigned)EMP_MIN_MTU);
-		goto fail;
-	}
-
-	/* accept EtherType == etype at 12 and dst endpoint == p->endpoint */
-	struct sock_filter code[] = {
-		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, EMP_OFF_ETHERTYPE),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, etype, 0, 3),
-		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, EMP_OFF_DST_EP),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, p->endpoint, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, 0x40000),
-		BPF_STMT(BPF_RET | BPF_K, 0),
-	};
-	struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
-	int one = 1;
-	if (setsockopt(a->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ||
-	    setsockopt(a->fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0) {
-		rc = -errno;
+	a->fd = emp__afp_filtered_socket(a);
+	if (a->fd < 0) {
+		rc = a->fd;
 		seterr(p, "emp: afpacket: attaching the BPF filter: %s", strerror(-rc));
 		goto fail;
 	}
-	a->txfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	memset(&a->txaddr, 0, sizeof(a->txaddr));
-	a->txaddr.sll_family = AF_PACKET;
-	a->txaddr.sll_ifindex = a->ifindex;   /* protocol 0 at bind: it receives nothing */
-	if (a->txfd < 0 || bind(a->txfd, (struct sockaddr *)&a->txaddr, sizeof(a->txaddr)) < 0) {
-		rc = -errno;
-		seterr(p, "emp: afpacket: send socket on %s: %s", ifn, strerror(-rc));
+	if ((rc = open_tx(a, p)) < 0)
 		goto fail;
-	}
-	a->txaddr.sll_protocol = htons(etype);   /* what each frame is sent as */
-	a->txaddr.sll_halen = 6;
-	if (p->qdisc_bypass &&
-	    setsockopt(a->txfd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one)) < 0) {
-		rc = -errno;
-		seterr(p, "emp: afpacket: PACKET_QDISC_BYPASS: %s", strerror(-rc));
-		goto fail;
-	}
-	int sndbuf = 4 << 20;
-	if (setsockopt(a->txfd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
-		(void)setsockopt(a->txfd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-
-	int ver = TPACKET_V2;
-	struct tpacket_req req;
-	ring_setup(a, p->rx_frames, &req);
-	if (setsockopt(a->fd, SOL_PACKET, PACKET_VERSION, &ver, sizeof(ver)) < 0 ||
-	    setsockopt(a->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) < 0) {
-		rc = -errno;
-		seterr(p, "emp: afpacket: rx ring setup (%u frames of %u bytes) failed: %s",
-		       req.tp_frame_nr, req.tp_frame_size, strerror(-rc));
-		goto fail;
-	}
-	a->ring = mmap(NULL, a->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, a->fd, 0);
-	if (a->ring == MAP_FAILED) {
-		a->ring = NULL;
-		rc = -errno;
-		seterr(p, "emp: afpacket: mapping the rx ring failed: %s", strerror(-rc));
-		goto fail;
-	}
-	a->skip = calloc(a->nframes, 1);
-	if (!a->skip) {
-		rc = -ENOMEM;
+	if ((rc = emp__afp_lazy_init(a)) < 0) {
 		seterr(p, "emp: afpacket: out of memory");
 		goto fail;
 	}
-
-	/* Drain. The socket had protocol 0 (no frames) until now and its filter is
-	 * locked, so only filtered frames can ever reach the ring; still, hand
-	 * back anything there and flush the socket queue before binding. */
-	for (unsigned i = 0; i < a->nframes; i++) {
-		struct tpacket2_hdr *h = slot(a, i);
-		if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER))
-			break;
-		__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+	if (!a->ring_after) {        /* the ring at once: drain it and the queue before the bind */
+		if ((rc = emp__afp_ring_attach(a, p->rx_frames, 1, p->err, p->errlen)) < 0)
+			goto fail;
+		for (unsigned i = 0; i < a->nframes; i++) {
+			struct tpacket2_hdr *h = slot(a, i);
+			if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER))
+				break;
+			__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+		}
+		while (recv(a->fd, a->skip, 1, MSG_DONTWAIT | MSG_TRUNC) >= 0)
+			;
+		a->mode = AFP_RING;
 	}
-	while (recv(a->fd, a->skip, 1, MSG_DONTWAIT | MSG_TRUNC) >= 0)
-		;
 
 	struct sockaddr_ll sll;
 	memset(&sll, 0, sizeof(sll));
 	sll.sll_family = AF_PACKET;
-	sll.sll_protocol = htons(etype);
+	sll.sll_protocol = htons(a->etype);
 	sll.sll_ifindex = a->ifindex;
 	if (bind(a->fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
 		rc = -errno;
 		seterr(p, "emp: afpacket: bind to %s: %s", ifn, strerror(-rc));
 		goto fail;
 	}
-	a->head = a->tail = 0;
 	*priv = a;
 	return 0;
 fail:
@@ -346,9 +386,8 @@ static int afp_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 	return (int)done;
 }
 
-static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
+int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max)
 {
-	struct afp *a = priv;
 	unsigned n = 0;
 	while (a->held && a->skip[a->tail])  /* skipped slots at the tail go back now */
 		release_slot(a);
@@ -374,22 +413,42 @@ static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
 	return (int)n;
 }
 
+static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
+{
+	struct afp *a = priv;
+	if (__atomic_load_n(&a->mode, __ATOMIC_ACQUIRE) == AFP_RING) {
+		a->last_ring = 1;
+		return emp__afp_ring_rx_burst(a, f, max);
+	}
+	return emp__afp_lazy_rx(a, f, max);
+}
+
 static int afp_rx_pending(void *priv)
 {
 	const struct afp *a = priv;
+	if (__atomic_load_n(&a->mode, __ATOMIC_ACQUIRE) != AFP_RING)
+		return 1;                /* before the ring: only a look can tell */
 	unsigned head = __atomic_load_n(&a->head, __ATOMIC_RELAXED);
 	const struct tpacket2_hdr *h = slot((struct afp *)a, head % a->nframes);
 	return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
 }
 
-static void afp_rx_release(void *priv, unsigned n)
+void emp__afp_ring_rx_release(struct afp *a, unsigned n)
 {
-	struct afp *a = priv;
 	while (a->held && (n || a->skip[a->tail])) {
 		if (!a->skip[a->tail])
 			n--;
 		release_slot(a);
 	}
+}
+
+static void afp_rx_release(void *priv, unsigned n)
+{
+	struct afp *a = priv;
+	if (a->last_ring)
+		emp__afp_ring_rx_release(a, n);
+	else
+		emp__afp_lazy_release(a, n);
 }
 
 static int afp_wait_fd(void *priv)

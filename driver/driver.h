@@ -31,6 +31,11 @@ struct emp_dev_params {
 	unsigned rx_frames;          /* ring size hint, 0 = default */
 	struct emp_sim_wire *wire;   /* sim: the wire to attach to */
 	const uint8_t *mac;          /* sim: this port's MAC (6 bytes) */
+	/* optional: frames wait that wait_fd does not show (afpacket, while its
+	 * rx ring is built): the caller drives the device soon; called from a
+	 * thread of the driver's, may run at any time until close */
+	void (*kick)(void *arg);
+	void *kick_arg;
 	char *err;                   /* out: one-line error message on failure */
 	unsigned errlen;
 };

@@ -91,7 +91,8 @@ int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *
 	if (memsize < l.total)
 		return -EMP_EINVAL;
 	uint8_t *base = (uint8_t *)fw;
-	memset(base, 0, l.total);
+	if (!env->zeroed)
+		memset(base, 0, l.total);
 	fw->cfg = *c;
 	fw->ops = env->ops;
 	fw->dev = env->dev;
@@ -116,7 +117,7 @@ int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *
 	for (uint32_t i = 0; i <= fw->rbucket_mask; i++)
 		fw->rbucket[i].head = fw->rbucket[i].tail = NIL;
 	fw->rwild.head = fw->rwild.tail = NIL;
-	for (uint32_t i = 0; i < c->ndesc; i++)
+	for (uint32_t i = 0; i < c->ndesc && !env->zeroed; i++)   /* take() sets them at each post */
 		fw->rec[i].next = fw->rec[i].prev = NIL;
 	for (uint32_t i = 0; i < c->nhosts; i++) {
 		memcpy(fw->host_mac[i], c->host_mac[i], 6);

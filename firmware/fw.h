@@ -159,6 +159,9 @@ struct emp_fw_env {
 	struct emp_desc *desc;        /* table of cfg.ndesc descriptors */
 	struct emp_mailbox *mb;
 	struct emp_cq *cq;            /* optional: completed descriptor indices for the host */
+	int zeroed;                   /* optional: the memory is all zero (fresh pages): init leaves
+				       * the records untouched (a record is set up when first posted),
+				       * so a large descriptor table costs no page faults at open */
 };
 
 /* Memory the engine needs for cfg; the caller provides it (no allocation). */

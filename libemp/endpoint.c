@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -267,13 +268,24 @@ static void fw_config_from(struct emp_endpoint *ep, struct emp_fw_config *c)
 	c->ack_delay_ns = o->ack_delay_us * 1000ull;
 }
 
+/* the device has frames its wait fd does not show (afp_lazy.c): the
+ * progress thread drives once (kick_mu: not while it stops) */
+static void device_kick(void *arg)
+{
+	struct emp_endpoint *ep = arg;
+	pthread_mutex_lock(&ep->kick_mu);
+	if (ep->prog)
+		emp__progress_kick(ep);
+	pthread_mutex_unlock(&ep->kick_mu);
+}
+
 static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 {
 	char err[256] = "", ifname[64] = "";
 	struct emp_dev_params p = {
 		.ethertype = ep->conf.opt.ethertype, .endpoint = ep->epid,
 		.qdisc_bypass = ep->conf.opt.qdisc_bypass, .wire = o->wire, .mac = o->mac,
-		.err = err, .errlen = sizeof(err),
+		.kick = device_kick, .kick_arg = ep, .err = err, .errlen = sizeof(err),
 	};
 	ep->ops = emp__driver_find(o->driver);
 	if (!ep->ops) {
@@ -342,7 +354,9 @@ static int alloc_tables(struct emp_endpoint *ep)
 	ep->cq.ring = calloc(mbsize, sizeof(uint32_t));
 	ep->cq.mask = mbsize - 1;
 	ep->fw_size = emp__fw_memsize(&ep->fwc);
-	ep->fw = aligned_alloc(64, (ep->fw_size + 63) & ~(size_t)63);
+	/* fresh zero pages, touched only as the engine uses them (fw_env.zeroed) */
+	void *fw = mmap(NULL, ep->fw_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ep->fw = fw == MAP_FAILED ? NULL : fw;
 	if (!ep->desc || !ep->ext_sg || !ep->free_idx || !ep->mb.ring || !ep->cq.ring || !ep->fw)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++)
@@ -369,6 +383,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	pthread_mutex_init(&ep->post_lock, NULL);
 	pthread_mutex_init(&ep->eng_lock, NULL);
 	pthread_mutex_init(&ep->wait_mu, NULL);
+	pthread_mutex_init(&ep->kick_mu, NULL);
 	if (o->conf) {
 		ep->conf = *o->conf;
 		ep->conf.peers = calloc((size_t)o->conf->npeers + 1, sizeof(*ep->conf.peers));
@@ -425,7 +440,8 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	ep->ndesc = ep->fwc.ndesc;
 	rc = macs ? alloc_tables(ep) : -ENOMEM;
 	if (rc == 0) {
-		struct emp_fw_env env = { .ops = ep->ops, .dev = ep->dev, .desc = ep->desc, .mb = &ep->mb, .cq = &ep->cq };
+		struct emp_fw_env env = { .ops = ep->ops, .dev = ep->dev, .desc = ep->desc, .mb = &ep->mb, .cq = &ep->cq,
+					   .zeroed = 1 };
 		rc = emp__fw_init(ep->fw, ep->fw_size, &ep->fwc, &env);
 		ep->fw_ready = rc == 0;
 		if (rc < 0)
@@ -451,8 +467,10 @@ void emp_close(emp_endpoint_t *ep)
 {
 	if (!ep)
 		return;
+	pthread_mutex_lock(&ep->kick_mu);
 	if (ep->prog)
 		emp__progress_stop(ep);
+	pthread_mutex_unlock(&ep->kick_mu);
 	emp__stats_unpublish(ep);
 	if (ep->dev && ep->fw && ep->fw_ready) {
 		/* acks held back for a reply that will not come go out now */
@@ -472,7 +490,8 @@ void emp_close(emp_endpoint_t *ep)
 	free(ep->free_idx);
 	free(ep->mb.ring);
 	free(ep->cq.ring);
-	free(ep->fw);
+	if (ep->fw)
+		munmap(ep->fw, ep->fw_size);
 	emp_conf_free(&ep->conf);
 	free(ep);
 }

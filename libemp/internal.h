@@ -35,6 +35,7 @@ struct emp_endpoint {
 	pthread_mutex_t post_lock;       /* mailbox producer side + free stack */
 	pthread_mutex_t eng_lock;        /* whoever holds it drives the engine */
 	pthread_mutex_t wait_mu;
+	pthread_mutex_t kick_mu;      /* the device's kick against the progress thread's stop */
 	int sleepers;                    /* threads asleep in emp_wait (their eventfds in waiters) */
 	struct emp_waiter *waiters;      /* under wait_mu */
 	int dev_fd;                      /* driver's wait fd, or -1 */
@@ -109,6 +110,7 @@ extern __thread int emp__tl_dispatch;
 void emp__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int emp__progress_start(struct emp_endpoint *ep);
 void emp__progress_stop(struct emp_endpoint *ep);
+void emp__progress_kick(struct emp_endpoint *ep);
 /* a thread left emp_wait_for: a progress thread in a long sleep shortens it */
 void emp__progress_exit_seen(struct emp_endpoint *ep);
 /* a thread looked at the device (left a wait, or drove once with emp_progress) */

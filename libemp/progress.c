@@ -48,6 +48,7 @@ struct emp_progress {
 	int fd;
 	int watching;               /* takeover: the device fd is in our loop */
 	int deep;                   /* the tick is long: the next exit kicks */
+	int force;                  /* the driver asked for a drive (emp__progress_kick) */
 	double tick_s;
 	unsigned exits_seen;
 	int completions, idle_wakeups, dev_failed;
@@ -158,7 +159,8 @@ static void step(struct emp_progress *pg, int timer)
 	 * ours only when nobody did for a while: a deadline long past */
 	uint64_t dl = emp__fw_next_deadline(ep->fw);
 	int late = timer && (!others_look(ep, now) || (dl != UINT64_MAX && now > dl + EMP__TAKEOVER_NS));
-	if (pg->watching || late || old_defer) {
+	int force = __atomic_exchange_n(&pg->force, 0, __ATOMIC_ACQ_REL);
+	if (pg->watching || late || old_defer || force) {
 		int n = emp__drive_try(ep);
 		if (n > 0)
 			pg->completions++;
@@ -325,6 +327,17 @@ void emp__progress_exit_seen(struct emp_endpoint *ep)
 	struct emp_progress *pg = ep->prog;
 	if (pg && __atomic_load_n(&pg->deep, __ATOMIC_RELAXED) && __atomic_exchange_n(&pg->deep, 0, __ATOMIC_SEQ_CST))
 		ev_async_send(pg->loop, &pg->kick);
+}
+
+/* The driver has frames its wait fd does not show: one drive soon, whoever
+ * looks at the device (the frames' completions wake the waiters). */
+void emp__progress_kick(struct emp_endpoint *ep)
+{
+	struct emp_progress *pg = __atomic_load_n(&ep->prog, __ATOMIC_ACQUIRE);
+	if (!pg)
+		return;
+	__atomic_store_n(&pg->force, 1, __ATOMIC_RELEASE);
+	ev_async_send(pg->loop, &pg->kick);
 }
 
 void emp__progress_stop(struct emp_endpoint *ep)

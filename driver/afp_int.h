@@ -1,0 +1,71 @@
+/* afp_int.h: the AF_PACKET backend's private state, shared by afpacket.c (open, ring, tx) and afp_lazy.c (receive before the ring, the ring's build off the critical path). */
+#ifndef EMP_AFP_INT_H
+#define EMP_AFP_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/if_packet.h>
+
+#include "driver.h"
+
+/* how the receive socket is read (afp.mode, changed by the builder thread) */
+enum {
+	AFP_RECV,     /* no ring yet: recvmmsg from fd into the pool */
+	AFP_SWITCH,   /* the helper socket hfd hears every frame too: read fd and hfd */
+	AFP_RINGH,    /* fd has its ring: read the pool, then hfd, then the ring */
+	AFP_RING,     /* the ring only (hfd handed back to the builder to close) */
+};
+
+struct afp {
+	int fd;                 /* receive: the filter, later the ring; the fd waiters poll */
+	int txfd;               /* send only: protocol 0, never polled, so freeing a sent
+	                         * frame wakes nobody (no sock_def_write_space lock) */
+	struct sockaddr_ll txaddr;
+	int ifindex;
+	uint8_t mac[6];
+	uint16_t etype, epid;
+	unsigned mtu;
+	uint8_t *ring;
+	size_t ring_len;
+	unsigned frame_size, nframes;
+	unsigned block_size, per_block;   /* frames never straddle a block */
+	unsigned head;          /* next slot rx_burst looks at */
+	unsigned tail;          /* oldest slot not yet released */
+	unsigned held;          /* slots between tail and head */
+	uint8_t *skip;          /* slot consumed by rx_burst but not returned */
+	uint64_t truncated, oversize;
+
+	/* before the ring (afp_lazy.c) */
+	int mode;               /* AFP_*, read with acquire */
+	int last_ring;          /* the last burst came from the ring */
+	int hfd;                /* helper socket during the switch, or -1 */
+	uint8_t *pool;          /* pool_n slots of pool_slot bytes */
+	uint32_t *plen, *pbuf;  /* per position: frame length, slot index */
+	unsigned pool_n, pool_slot;
+	unsigned ptail, phead, pfill;     /* released < returned < filled (free-running) */
+	uint64_t rx_seen;       /* frames read before the ring: the build starts at ring_after */
+	uint64_t ring_after;
+	uint64_t t_open_ns;     /* a process alive past RING_AFTER_NS builds it too */
+	uint64_t switch_left;   /* frames the pool had no room for at the switch (retransmitted) */
+	int hgrace;             /* a grace period has passed since the ring went up */
+	void (*kick)(void *arg);          /* emp_dev_params.kick */
+	void *kick_arg;
+	int builder;            /* 0 none, 1 running (join it), 2 could not start */
+	int stop;
+	pthread_t thr;
+	pthread_mutex_t mu;     /* pool, mode changes, hfd */
+	pthread_cond_t cv;
+};
+
+int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, size_t errlen);
+int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max);
+void emp__afp_ring_rx_release(struct afp *a, unsigned n);
+int emp__afp_filtered_socket(const struct afp *a);
+
+int emp__afp_lazy_init(struct afp *a);
+int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max);
+void emp__afp_lazy_release(struct afp *a, unsigned n);
+void emp__afp_lazy_close(struct afp *a);
+
+#endif

@@ -1,0 +1,325 @@
+/* afp_lazy.c: AF_PACKET receive before the rx ring (recvmmsg into a pool) and the ring's build by a helper thread off the critical path, switched over without losing a frame. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "afp_int.h"
+#include "proto.h"
+#include "sys.h"
+
+/*
+ * Setting PACKET_RX_RING costs an RCU grace period in the kernel
+ * (synchronize_net, 10-20 ms), and so does every later change of the ring. A
+ * process that makes one connection and exits must not pay it: the receive
+ * socket starts without a ring and rx_burst copies frames out with recvmmsg
+ * into a pool of slots. Once ring_after frames have been read (or a frame
+ * comes after a second of life), a helper thread builds the ring on the same
+ * socket (the fd waiters poll never changes):
+ *
+ *  1. a helper socket hfd with the same filter is bound: from here on every
+ *     frame reaches hfd as well; a grace period later, every frame that
+ *     reached only fd is in fd's queue, and the helper moves them into the pool;
+ *  2. mode SWITCH: readers take frames from fd and hfd;
+ *  3. PACKET_RX_RING on fd: the kernel unhooks fd, waits a grace period,
+ *     drops fd's queue (copies of frames hfd holds) and hooks fd up again with
+ *     the ring; a grace period later every frame that missed the ring is in hfd;
+ *  4. mode RINGH: readers take the ring, then the pool and hfd; the first
+ *     reader that finds all three empty (a grace period after the ring went
+ *     up) goes to mode RING, and the helper closes hfd (another grace period,
+ *     on the helper's time).
+ *
+ * Frames seen twice (on hfd and on fd or its ring) are duplicates, which the
+ * engine drops like any other. Frames that arrive during step 3 reach only
+ * hfd, which nobody sleeps on: the builder watches it meanwhile and kicks the
+ * endpoint (emp_dev_params.kick: the progress thread drives once).
+ */
+
+#define POOL_SLOTS  128
+#define RECV_BATCH  64
+#define POOL_OFF    2          /* the EMP header after the 14-byte MAC header is 16-aligned */
+#define RING_AFTER_DEFAULT 256
+#define RING_AFTER_NS 1000000000ull   /* or at the first frame after a second of life */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int emp__afp_lazy_init(struct afp *a)
+{
+	a->hfd = -1;
+	a->mode = AFP_RECV;
+	a->pool_n = POOL_SLOTS;
+	a->pool_slot = (a->mtu + EMP_ETH_HLEN + 4 + POOL_OFF + 63) & ~63u;
+	/* untouched until frames land: a large MTU costs address space, not memory */
+	a->pool = malloc((size_t)a->pool_n * a->pool_slot);
+	a->plen = calloc(a->pool_n, sizeof(*a->plen));
+	a->pbuf = calloc(a->pool_n, sizeof(*a->pbuf));
+	if (!a->pool || !a->plen || !a->pbuf)
+		return -ENOMEM;
+	for (unsigned i = 0; i < a->pool_n; i++)
+		a->pbuf[i] = i;
+	a->ring_after = RING_AFTER_DEFAULT;
+	a->t_open_ns = mono_ns();
+	const char *e = secure_getenv("EMP_AFP_RING_AFTER");   /* frames before the ring; 0: at open */
+	if (e && *e >= '0' && *e <= '9') {
+		unsigned long long v = strtoull(e, NULL, 10);
+		a->ring_after = v > (1ull << 62) ? (1ull << 62) : v;
+		a->t_open_ns = 0;                /* that count alone decides */
+	}
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->cv, NULL);
+	return 0;
+}
+
+static uint8_t *pool_at(struct afp *a, unsigned pos)
+{
+	return a->pool + (size_t)a->pbuf[pos % a->pool_n] * a->pool_slot + POOL_OFF;
+}
+
+/* Frames from fd into the free slots (under mu): how many were added, 0 when
+ * none waits or there is no room, -1 when fd has nothing more to give. */
+static int pool_fill(struct afp *a, int fd)
+{
+	unsigned room = a->pool_n - (a->pfill - a->ptail);
+	if (!room)
+		return 0;
+	struct mmsghdr mm[RECV_BATCH];
+	struct iovec iov[RECV_BATCH];
+	unsigned k = room < RECV_BATCH ? room : RECV_BATCH;
+	memset(mm, 0, sizeof(mm[0]) * k);
+	for (unsigned i = 0; i < k; i++) {
+		iov[i].iov_base = pool_at(a, a->pfill + i);
+		iov[i].iov_len = a->pool_slot - POOL_OFF;
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	int r = recvmmsg(fd, mm, k, MSG_DONTWAIT, NULL);
+	if (r <= 0)
+		return -1;
+	unsigned w = a->pfill;
+	for (int i = 0; i < r; i++) {
+		unsigned pos = a->pfill + (unsigned)i;
+		if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || mm[i].msg_len < EMP_ETH_HLEN) {
+			a->truncated++;    /* longer than a slot (MTU raised?) */
+			continue;
+		}
+		uint32_t b = a->pbuf[w % a->pool_n];     /* keep the good ones in order */
+		a->pbuf[w % a->pool_n] = a->pbuf[pos % a->pool_n];
+		a->pbuf[pos % a->pool_n] = b;
+		a->plen[w % a->pool_n] = mm[i].msg_len;
+		w++;
+	}
+	int got = (int)(w - a->pfill);
+	a->pfill = w;
+	return (unsigned)r < k ? (got ? got : -1) : got;
+}
+
+static int pool_take(struct afp *a, struct emp_rxframe *f, unsigned max)
+{
+	unsigned n = 0;
+	while (n < max && a->phead != a->pfill) {
+		f[n].data = pool_at(a, a->phead);
+		f[n].len = a->plen[a->phead % a->pool_n];
+		a->phead++;
+		n++;
+	}
+	a->last_ring = 0;
+	return (int)n;
+}
+
+static void *builder(void *arg);
+
+static void start_builder(struct afp *a)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);   /* the program's signals stay with its threads */
+	a->builder = pthread_create(&a->thr, NULL, builder, a) == 0 ? 1 : 2;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
+{
+	pthread_mutex_lock(&a->mu);
+	int m = a->mode, n = 0;
+	if (m == AFP_RINGH && a->phead == a->pfill) {
+		/* the ring first: it must not fill up (and drop) while hfd is read */
+		n = emp__afp_ring_rx_burst(a, f, max);
+		if (n > 0) {
+			a->last_ring = 1;
+			pthread_mutex_unlock(&a->mu);
+			return n;
+		}
+	}
+	if (a->phead == a->pfill) {
+		if (m <= AFP_SWITCH)
+			pool_fill(a, a->fd);
+		if ((m == AFP_SWITCH || m == AFP_RINGH) && a->phead == a->pfill)
+			pool_fill(a, a->hfd);
+	}
+	if (a->phead != a->pfill) {
+		n = pool_take(a, f, max);
+		a->rx_seen += (unsigned)n;
+		/* busy, or long-lived (before the ring, a spinning waiter's every
+		 * look at the device is a system call): the ring is worth it now */
+		if (m == AFP_RECV && !a->builder && a->ring_after != UINT64_MAX &&
+		    (a->rx_seen >= a->ring_after ||
+		     (a->t_open_ns && mono_ns() - a->t_open_ns >= RING_AFTER_NS)))
+			start_builder(a);
+	} else if (m == AFP_RINGH && a->hgrace && a->ptail == a->pfill) {
+		/* the pool is empty and so was hfd, a grace period after the ring
+		 * went up: whatever hfd hears from now on, the ring has too */
+		__atomic_store_n(&a->mode, AFP_RING, __ATOMIC_RELEASE);
+		pthread_cond_signal(&a->cv);
+		m = AFP_RING;
+	}
+	pthread_mutex_unlock(&a->mu);
+	if (!n && m == AFP_RING) {
+		n = emp__afp_ring_rx_burst(a, f, max);
+		a->last_ring = 1;
+	}
+	return n;
+}
+
+void emp__afp_lazy_release(struct afp *a, unsigned n)
+{
+	pthread_mutex_lock(&a->mu);
+	unsigned out = a->phead - a->ptail;
+	a->ptail += n < out ? n : out;
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* an RCU grace period: releasing an AF_PACKET socket waits for one */
+static void grace(void)
+{
+	int s = emp__sys_socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (s >= 0)
+		emp__sys_close(s);
+}
+
+static void set_mode(struct afp *a, int m)
+{
+	pthread_mutex_lock(&a->mu);
+	__atomic_store_n(&a->mode, m, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* everything fd (or hfd) holds into the pool, waiting (bounded) for the
+ * readers to free slots; what still finds no room is left (the kernel drops
+ * it with the old queue, and the sender retransmits it) and counted */
+static void drain_into_pool(struct afp *a, int fd)
+{
+	for (int tries = 0; tries < 50; tries++) {
+		pthread_mutex_lock(&a->mu);
+		int r;
+		while ((r = pool_fill(a, fd)) > 0)
+			;
+		pthread_mutex_unlock(&a->mu);
+		if (r < 0)
+			return;
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	pthread_mutex_lock(&a->mu);
+	a->switch_left++;
+	pthread_mutex_unlock(&a->mu);
+}
+
+struct attach_job { struct afp *a; int rc, done; };
+
+static void *attach_thread(void *arg)
+{
+	struct attach_job *j = arg;
+	j->rc = emp__afp_ring_attach(j->a, 0, 1, NULL, 0);
+	__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* PACKET_RX_RING on fd. While the kernel waits out its grace period, frames
+ * reach only hfd, which nobody sleeps on: a second thread sets the ring and
+ * this one kicks the endpoint (a drive soon) whenever hfd holds frames. */
+static int attach_watched(struct afp *a, int h)
+{
+	struct attach_job j = { a, 0, 0 };
+	pthread_t t;
+	if (!a->kick || pthread_create(&t, NULL, attach_thread, &j))
+		return emp__afp_ring_attach(a, 0, 1, NULL, 0);
+	while (!__atomic_load_n(&j.done, __ATOMIC_ACQUIRE)) {
+		struct pollfd p = { h, POLLIN, 0 };
+		if (poll(&p, 1, 1) > 0 && (p.revents & POLLIN)) {
+			a->kick(a->kick_arg);
+			struct timespec ts = { 0, 200000 };   /* time to drain it */
+			nanosleep(&ts, NULL);
+		}
+	}
+	pthread_join(t, NULL);
+	return j.rc;
+}
+
+static void *builder(void *arg)
+{
+	struct afp *a = arg;
+	int h = emp__afp_filtered_socket(a);
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(a->etype),
+				   .sll_ifindex = a->ifindex };
+	if (h < 0 || emp__sys_bind(h, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		if (h >= 0)
+			emp__sys_close(h);
+		return NULL;                     /* stays on recvmmsg */
+	}
+	pthread_mutex_lock(&a->mu);
+	a->hfd = h;
+	pthread_mutex_unlock(&a->mu);
+	grace();                             /* every frame now reaches hfd too */
+	drain_into_pool(a, a->fd);
+	set_mode(a, AFP_SWITCH);
+	int rc = attach_watched(a, h);
+	if (rc < 0) {                        /* no ring: back to fd alone */
+		grace();
+		drain_into_pool(a, h);
+		pthread_mutex_lock(&a->mu);
+		__atomic_store_n(&a->mode, AFP_RECV, __ATOMIC_RELEASE);
+		a->hfd = -1;
+		a->ring_after = UINT64_MAX;
+		pthread_mutex_unlock(&a->mu);
+		emp__sys_close(h);
+		return NULL;
+	}
+	set_mode(a, AFP_RINGH);              /* readers take the ring too (it wakes them) */
+	grace();                             /* every frame that missed the ring is in hfd */
+	pthread_mutex_lock(&a->mu);
+	a->hgrace = 1;
+	while (a->mode != AFP_RING && !a->stop)
+		pthread_cond_wait(&a->cv, &a->mu);
+	a->hfd = -1;
+	pthread_mutex_unlock(&a->mu);
+	emp__sys_close(h);
+	return NULL;
+}
+
+void emp__afp_lazy_close(struct afp *a)
+{
+	if (a->builder == 1) {
+		pthread_mutex_lock(&a->mu);
+		a->stop = 1;
+		pthread_cond_signal(&a->cv);
+		pthread_mutex_unlock(&a->mu);
+		pthread_join(a->thr, NULL);
+	}
+	if (a->pool) {
+		pthread_mutex_destroy(&a->mu);
+		pthread_cond_destroy(&a->cv);
+	}
+	free(a->pool);
+	free(a->plen);
+	free(a->pbuf);
+}

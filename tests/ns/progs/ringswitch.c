@@ -1,0 +1,78 @@
+/* ringswitch.c: the AF_PACKET driver on its own, receiving numbered frames while it builds its rx ring (afp_lazy.c): every number must arrive. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "afp_int.h"
+#include "driver.h"
+#include "proto.h"
+
+/* usage: ringswitch IFNAME ENDPOINT COUNT SECONDS
+ * Frames (sent by another host with EtherType 0x88b5 to ENDPOINT) carry their
+ * number, big-endian, at byte 40. Prints "got D of COUNT distinct, ... mode M"
+ * and exits 0 only when every number arrived and the ring is in use. */
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 5) {
+		fprintf(stderr, "usage: ringswitch IFNAME ENDPOINT COUNT SECONDS\n");
+		return 2;
+	}
+	unsigned count = (unsigned)atoi(argv[3]);
+	char err[256] = "";
+	struct emp_dev_params p = { .ifname = argv[1], .ethertype = EMP_ETHERTYPE_DEFAULT,
+				    .endpoint = (uint16_t)atoi(argv[2]), .err = err, .errlen = sizeof(err) };
+	void *dev;
+	int rc = emp__afpacket_ops.open(&p, &dev);
+	if (rc < 0) {
+		fprintf(stderr, "ringswitch: open: %s\n", err);
+		return 1;
+	}
+	struct afp *a = dev;
+	uint8_t *seen = calloc(count, 1);
+	unsigned distinct = 0, dups = 0, bad = 0, from_ring = 0;
+	int fd = emp__afpacket_ops.wait_fd(dev);
+	printf("ready\n");
+	fflush(stdout);
+	double end = now_s() + atof(argv[4]);
+	while (distinct < count && now_s() < end) {
+		struct emp_rxframe f[64];
+		int n = emp__afpacket_ops.rx_burst(dev, f, 64);
+		for (int i = 0; i < n; i++) {
+			if (f[i].len < 44) {
+				bad++;
+				continue;
+			}
+			const uint8_t *b = f[i].data + 40;
+			uint32_t k = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+			if (k >= count)
+				bad++;
+			else if (seen[k])
+				dups++;
+			else
+				seen[k] = 1, distinct++;
+		}
+		if (n > 0 && a->last_ring)
+			from_ring += (unsigned)n;
+		emp__afpacket_ops.rx_release(dev, n > 0 ? (unsigned)n : 0);
+		if (n <= 0) {
+			struct pollfd pf = { fd, POLLIN, 0 };
+			poll(&pf, 1, 1);
+		}
+	}
+	int mode = __atomic_load_n(&a->mode, __ATOMIC_ACQUIRE);
+	printf("got %u of %u distinct, %u duplicates, %u bad, %u from the ring, mode %d, left %llu\n",
+	       distinct, count, dups, bad, from_ring, mode, (unsigned long long)a->switch_left);
+	emp__afpacket_ops.close(dev);
+	free(seen);
+	return distinct == count && mode == AFP_RING && from_ring > 0 ? 0 : 1;
+}

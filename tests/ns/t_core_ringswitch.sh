@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# t_core_ringswitch: the AF_PACKET driver builds its rx ring while numbered frames stream in (afp_lazy.c): every frame arrives, and the ring is in use after.
+# timeout: 60
+. "$(dirname "$0")/lib.sh"
+cluster_up
+T=$(mktemp -d)
+trap 'rm -rf "$T"; cleanup' EXIT
+N=20000
+mac1=$(awk '$2 == "h1" { print $4 }' "$EMP_CONF")
+mac2=$(awk '$2 == "h2" { print $4 }' "$EMP_CONF")
+cat >"$T/send.py" <<'PY'
+import socket, struct, sys, time
+ifname, dst, src, n = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), bytes.fromhex(sys.argv[3].replace(":", "")), int(sys.argv[4])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((ifname, 0))
+head = dst + src + struct.pack(">H", 0x88B5) + struct.pack(">IBBHHH", 0, 1, 1, 0, 4321, 9) + b"\0" * 14
+t0 = time.monotonic()
+for k in range(n):
+    s.send(head + struct.pack(">I", k) + b"p" * 20)
+    if k % 50 == 49:   # about 10000 frames a second: the switch happens mid-stream
+        d = t0 + (k + 1) / 10000.0 - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+PY
+# the build starts at the first frame read (EMP_AFP_RING_AFTER=1)
+EMP_AFP_RING_AFTER=1 bg 1 "$T/rx" "$ROOT/build/tests/ns/ringswitch" eth0 4321 "$N" 20
+for i in $(seq 100); do grep -q ready "$T/rx" 2>/dev/null && break; sleep 0.05; done
+on 2 python3 "$T/send.py" eth0 "$mac1" "$mac2" "$N"
+rc=0; wait "${PIDS[0]}" || rc=$?
+cat "$T/rx"
+expect "every numbered frame arrived across the ring switch-over" grep -q "got $N of $N distinct" "$T/rx"
+expect "the ring took over (mode 3, frames read from it)" [ "$rc" = 0 ]
