@@ -322,6 +322,50 @@ static void t_sim_epoll_edges(void)
 	CHECK(close(et) == 0 && close(lt) == 0);
 }
 
+/* a message from side 1's endpoint (a peer the engine holds) to side 0's
+ * stream that does not carry side 0's key; tag: data, or control */
+static void forge(struct sw *w, uint32_t tag, const void *m, size_t len)
+{
+	emp_req_t *r;
+	struct emp_status st;
+	struct iovec v = { (void *)m, len };
+	emp_addr_t to = { 0, 1 };
+	CHECK_EQ(emp_post_send(w->h.ep[1], to, tag, &v, 1, &r), 0);
+	CHECK(h_wait(&w->h, 1, r, &st, VT_MAX));
+	CHECK_EQ(st.result, (long long)len);
+}
+
+/* Messages on the stream's tags without its key (a hostile process on the
+ * peer host naming the connection id) are dropped and counted: a FIN, a
+ * CLOSE, credits, a runt; the stream goes on intact both ways, its receives
+ * reposted in ring order */
+static void t_sim_forged(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 1024);
+	struct es_conn *c = w.s[0]->c;
+	uint32_t bad = (uint32_t)c->key_rx ^ 0x10000u;
+	uint8_t fin[ES_HDR + 5] = { 0 };
+	uint16_t fl = ES_FIN | ES_CLOSE | ES_LAST, cr = 4;
+	memcpy(fin, &cr, 2);
+	memcpy(fin + 2, &fl, 2);
+	memcpy(fin + 4, &bad, 4);
+	memcpy(fin + ES_HDR, "evil!", 5);
+	forge(&w, c->lid, fin, sizeof fin);
+	uint32_t ctl[4] = { CT_CLOSE, 4, bad, (uint32_t)(c->key_rx >> 32) };
+	forge(&w, c->lid | CTRL_TAG, ctl, sizeof ctl);
+	forge(&w, c->lid | CTRL_TAG, ctl, 8);    /* short */
+	forge(&w, c->lid, fin, 3);               /* runt */
+	settle(&w);
+	CHECK_EQ(c->forged, 4);
+	CHECK(!c->rfin && !c->peer_closed && !c->err);
+	CHECK_EQ(c->credits, 4);                 /* no credits from a forger */
+	CHECK(!(sw_evmask(&w, 0) & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)));
+	struct flow f[2] = { { .from = 0, .total = 30000, .fin = 1 }, { .from = 1, .total = 30000, .fin = 1 } };
+	run_flows(&w, f, 2);
+	CHECK_EQ(c->forged, 4);
+}
+
 /* Many seeds of a harsh wire (20% loss, 3% duplicated, 5% reordered) and
  * windows from 2 x 1 KiB to 3 x 9000 bytes: both ways at once with a FIN
  * each, every byte checked, then both sides close and both lingering
@@ -354,6 +398,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_close_unread", t_sim_close_unread, 20 },
 	{ "shim_sim_readiness", t_sim_readiness, 20 },
 	{ "shim_sim_epoll_edges", t_sim_epoll_edges, 20 },
+	{ "shim_sim_forged", t_sim_forged, 20 },
 	{ "shim_sim_faults_sweep", t_sim_faults_sweep, 20 },
 };
 
