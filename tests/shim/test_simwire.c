@@ -443,6 +443,69 @@ static void t_sim_random_io(void)
 	CHECK(wr[0] > 100000 && wr[1] > 100000);
 }
 
+/* Random endings on a lossy wire: both sides write a random amount and
+ * read some of it, then each side shuts down its sending half, closes, or
+ * both, in a random order, with the wire driven a random while between:
+ * whatever the order, every lingering connection is torn down, no message
+ * meets a cancelled receive, and a side still open sees the other's end as
+ * end of file (never ECONNRESET) */
+static void t_sim_random_close(void)
+{
+	for (unsigned seed = 1; seed <= 40; seed++) {
+		struct sw w;
+		struct emp_sim_faults fa = { .seed = seed, .loss_ppm = 100000, .dup_ppm = 20000,
+					     .reorder_ppm = 30000, .reorder_ns = 20000, .delay_ns = 3000 };
+		uint64_t x = seed * 0x9e3779b97f4a7c15ull;
+		sw_open(&w, &fa, 2 + rnd(&x) % 3, 1024 + rnd(&x) % 4000);
+		size_t wr[2] = { 0, 0 }, rd[2] = { 0, 0 };
+		int open_[2] = { 1, 1 };
+		for (int step = 0; step < 12; step++) {
+			int side = (int)(rnd(&x) & 1), op = (int)(rnd(&x) % 6);
+			if (!open_[side])
+				continue;
+			if (op <= 1) {
+				uint8_t b[1000];
+				for (size_t k = 0; k < sizeof b; k++)
+					b[k] = sw_pat(wr[side] + k, side);
+				ssize_t r;
+				while ((r = send(w.fd[side], b, sizeof b, MSG_NOSIGNAL)) > 0) {
+					wr[side] += (size_t)r;
+					for (size_t k = 0; k < sizeof b; k++)
+						b[k] = sw_pat(wr[side] + k, side);
+				}
+				CHECK_MSG(errno == EAGAIN || errno == EPIPE, "seed %u: send: %s", seed, strerror(errno));
+			} else if (op <= 3) {
+				uint8_t b[3000];
+				ssize_t r = read(w.fd[side], b, rnd(&x) % sizeof b);
+				CHECK_MSG(r >= 0 || errno == EAGAIN, "seed %u: read: %s", seed, strerror(errno));
+				for (ssize_t k = 0; k < r; k++)
+					CHECK(b[k] == sw_pat(rd[side] + (size_t)k, 1 - side));
+				if (r > 0)
+					rd[side] += (size_t)r;
+			} else if (op == 4) {
+				CHECK(shutdown(w.fd[side], SHUT_WR) == 0);
+			} else {
+				CHECK(close(w.fd[side]) == 0);
+				open_[side] = 0;
+			}
+			h_run(&w.h, NULL, NULL, rnd(&x) % 3000000);
+		}
+		for (int side = 0; side < 2; side++) {
+			if (!open_[side])
+				continue;
+			settle_reaping(&w);
+			struct es_conn *c = w.s[side]->c;
+			CHECK_MSG(!c->err || c->err_told, "seed %u: side %d error %d", seed, side, c->err);
+			CHECK(close(w.fd[side]) == 0);
+		}
+		h_run(&w.h, reap_each_round, NULL, VT_MAX);
+		CHECK_MSG(es__zombies_reap() == 0, "seed %u: a closed connection still lingers", seed);
+		for (int i = 0; i < 2; i++)
+			CHECK_MSG(h_ctr(&w.h, i).drops[EMP_DROP_NO_RECV] == 0, "seed %u: a message met no receive", seed);
+		h_free(&w.h);
+	}
+}
+
 /* Many seeds of a harsh wire (20% loss, 3% duplicated, 5% reordered) and
  * windows from 2 x 1 KiB to 3 x 9000 bytes: both ways at once with a FIN
  * each, every byte checked, then both sides close and both lingering
@@ -477,6 +540,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_epoll_edges", t_sim_epoll_edges, 20 },
 	{ "shim_sim_forged", t_sim_forged, 20 },
 	{ "shim_sim_random_io", t_sim_random_io, 20 },
+	{ "shim_sim_random_close", t_sim_random_close, 20 },
 	{ "shim_sim_faults_sweep", t_sim_faults_sweep, 20 },
 };
 
