@@ -6,8 +6,9 @@
  * at most S payload bytes after an 8-byte header {credits returned, flags,
  * token}. Connection ids are random (getrandom) and every message carries the
  * key its receiver chose in the negotiation (data: its low 32 bits; control:
- * all 64): a message without it is dropped and counted (c->forged), its slot
- * reposted in ring order without returning a credit.
+ * all 64): a message without it (or shorter than its header) is dropped and
+ * counted (c->forged), its slot reposted in ring order without returning a
+ * credit.
  * A slot is reposted when the application has read all of it; freed credits go
  * back piggybacked on the next data message, or in a CTRL message once R/4
  * have gathered with no data to carry them (at most one CTRL send in flight; the
