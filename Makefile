@@ -21,7 +21,7 @@ PRE_SRC  := $(filter-out preload/emp-run.c,$(sort $(wildcard preload/*.c)))
 PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)
 PRE_HDRS := $(wildcard preload/*.h)
 SOCK_PROGS := $(patsubst preload/tests/%.c,$(B)/tests/sock/%,$(sort $(wildcard preload/tests/*.c)))
-SHIM_TEST_SRC := $(sort $(wildcard tests/shim/*.c)) tests/runner.c
+SHIM_TEST_SRC := $(sort $(wildcard tests/shim/*.c)) tests/runner.c tests/unit/harness.c
 NS_PROGS := $(patsubst tests/ns/progs/%.c,$(B)/tests/ns/%,$(sort $(wildcard tests/ns/progs/*.c)))
 
 .PHONY: all deps test-unit test-asan fuzz-smoke fuzz test-ns check demo clean install

@@ -85,6 +85,7 @@ struct es_global {
 extern struct es_global es__g;
 int es__conf(void);                           /* 1 if a config is loaded */
 emp_endpoint_t *es__engine(void);             /* opens once; NULL on failure */
+void es__engine_set(emp_endpoint_t *ep);      /* tests only: use ep (a simulated wire's), init.c */
 void es__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void es__dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t es__now_ns(void);

@@ -122,6 +122,16 @@ int es__conf(void)
 	return es__g.conf_loaded > 0;
 }
 
+/* the endpoint becomes the shim's: completions reach the sockets' streams;
+ * sessions only with peers a negotiation agreed on (held); es__g.lock held */
+static void adopt(emp_endpoint_t *ep)
+{
+	emp_set_completion_hook(ep, es__on_completions, NULL);
+	emp_peer_policy(ep, 1);
+	__atomic_store_n(&es__g.ep, ep, __ATOMIC_RELEASE);
+	es__dbg("endpoint %u open, self host %d", emp_endpoint_id(ep), emp_self_host(ep));
+}
+
 emp_endpoint_t *es__engine(void)
 {
 	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
@@ -145,15 +155,27 @@ emp_endpoint_t *es__engine(void)
 				emp_last_error());
 			es__g.ep_failed = 1;
 		} else {
-			emp_set_completion_hook(ep, es__on_completions, NULL);
-			emp_peer_policy(ep, 1);   /* sessions only with peers a negotiation agreed on */
-			__atomic_store_n(&es__g.ep, ep, __ATOMIC_RELEASE);
-			es__dbg("endpoint %u open, self host %d", emp_endpoint_id(ep), emp_self_host(ep));
+			adopt(ep);
 		}
 	}
 	pthread_mutex_unlock(&es__g.lock);
 	es__tl_in--;
 	return es__g.ep;
+}
+
+/* Tests only (tests/shim links the shim's objects; libempsock.so does not
+ * export it, and nothing in the environment reaches it): the shim's engine is
+ * ep, an endpoint the test opened (on a simulated wire, in virtual time),
+ * set up as es__engine sets up its own. A test may switch it between two
+ * connections' set-ups (both ends of a stream in one process): a connection
+ * keeps the endpoint it was created on (c->ep). */
+void es__engine_set(emp_endpoint_t *ep)
+{
+	pthread_mutex_lock(&es__g.lock);
+	es__g.conf_loaded = 1;
+	es__g.ep_failed = 0;
+	adopt(ep);
+	pthread_mutex_unlock(&es__g.lock);
 }
 
 /* fork.c: the child has no progress thread and must not use the parent's

@@ -6,8 +6,9 @@
  * at most S payload bytes after an 8-byte header {credits returned, flags,
  * token}. Connection ids are random (getrandom) and every message carries the
  * key its receiver chose in the negotiation (data: its low 32 bits; control:
- * all 64): a message without it is dropped and counted (c->forged), its slot
- * reposted in ring order without returning a credit.
+ * all 64): a message without it (or shorter than its header) is dropped and
+ * counted (c->forged), its slot reposted in ring order without returning a
+ * credit.
  * A slot is reposted when the application has read all of it; freed credits go
  * back piggybacked on the next data message, or in a CTRL message once R/4
  * have gathered with no data to carry them (at most one CTRL send in flight; the
@@ -290,21 +291,24 @@ static int reap_data(struct es_conn *c)
 		if (r == 0)
 			break;
 		changed = 1;
-		if (r < 0 || st.result < ES_HDR) {
-			if (r < 0 || st.result < 0)
-				set_err(c, r < 0 ? ECONNRESET : map_err(st.result));
+		if (r < 0 || st.result < 0) {
+			set_err(c, r < 0 ? ECONNRESET : map_err(st.result));
 			if (c->err)
 				break;
-			es__post_recv(c, c->rc);   /* runt: ignore */
+			es__post_recv(c, c->rc);   /* cancelled (teardown) */
 			continue;
 		}
 		uint8_t *b = rslot(c, c->rc);
 		uint16_t cr, fl;
-		uint32_t tok;
+		uint32_t tok = 0;
 		memcpy(&cr, b, 2);
 		memcpy(&fl, b + 2, 2);
-		memcpy(&tok, b + 4, 4);
-		if (tok != (uint32_t)c->key_rx) {
+		if (st.result >= ES_HDR)
+			memcpy(&tok, b + 4, 4);
+		/* a runt (none of ours is shorter than its header) or a message
+		 * without the key: dropped, its slot skipped in ring order (posted
+		 * again at once it would take a later message's place) */
+		if (st.result < ES_HDR || tok != (uint32_t)c->key_rx) {
 			/* not from the process we negotiated with: skipped in ring order */
 			c->forged++;
 			c->rlen[i] = 0;

@@ -146,7 +146,4 @@ static const struct emp_test tests[] = {
 	{ "shim_fork_child_state", t_fork_child_state, 10 },
 };
 
-int main(int argc, char **argv)
-{
-	return emp_test_main(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
-}
+const struct emp_test_suite emp_suite_fork = { "fork", tests, sizeof(tests) / sizeof(tests[0]) };
