@@ -1,4 +1,4 @@
-/* sock.c: socket life calls: socket, connect, bind, listen, accept(4), close, shutdown, dup*, fcntl, ioctl, sockopts, names, execve. */
+/* sock.c: socket life calls: socket, connect, bind, listen, accept(4), close, shutdown, dup*, fcntl, ioctl, sockopts, names (exec: exec.c). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -407,26 +407,4 @@ int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	return R_(getpeername)(fd, sa, len);
-}
-
-static void exec_check(int fd, void *o, void *arg)
-{
-	(void)arg;
-	struct es_sock *s = o;
-	if (s->kind != ES_KIND_SOCK || s->state != ES_EMP)
-		return;
-	int fl = R_(fcntl)(fd, F_GETFD);
-	if (fl >= 0 && !(fl & FD_CLOEXEC)) {
-		es__log("fd %d carries an EMP connection, which cannot cross exec; resetting it", fd);
-		struct linger lg = { 1, 0 };
-		R_(setsockopt)(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-		R_(shutdown)(fd, SHUT_RDWR);
-	}
-}
-
-int execve(const char *path, char *const argv[], char *const envp[])
-{
-	if (!es__tl_in)
-		es__fd_foreach(exec_check, NULL);
-	return R_(execve)(path, argv, envp);
 }
