@@ -192,6 +192,7 @@ static inline void es__waiter_del(struct es_sock *s, struct es_waiter *w)
 void *es__fd_get(int fd);                     /* raw table entry */
 struct es_sock *es__sock(int fd);             /* entry if it is a socket */
 void es__fd_set(int fd, void *obj);
+int es__fd_fits(int fd);                      /* fd has a table entry (fs.nr_open at first use, capped) */
 struct es_sock *es__sock_new(int fd, int state);
 void es__sock_unref_fd(int fd, struct es_sock *s); /* table entry dropped; frees on last */
 void es__sock_lock(struct es_sock *s);

@@ -1,5 +1,6 @@
 /* fdtable.c: the fd -> socket/epoll-set table (one lock-free lookup per call) and socket objects' life and locks. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -13,19 +14,41 @@ static int tabn;
 static atomic_int hiwater;
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 
+#define ES_FD_CAP (1l << 24)
+
+static long nr_open(void)
+{
+	char b[32];
+	long n = 0;
+	int fd = open("/proc/sys/fs/nr_open", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t k = R_(read)(fd, b, sizeof b - 1);
+		R_(close)(fd);
+		if (k > 0) {
+			b[k] = 0;
+			n = strtol(b, NULL, 10);
+		}
+	}
+	return n > 0 ? n : 1l << 20;
+}
+
 static int tab_init(void)
 {
 	if (tab)
 		return 0;
 	pthread_mutex_lock(&tab_lock);
 	if (!tab) {
-		struct rlimit rl;
-		long n = 65536;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
-		    (long)rl.rlim_max > n)
-			n = (long)rl.rlim_max;
-		if (n > (1l << 20))
-			n = 1l << 20;
+		/* every fd the kernel can give (fs.nr_open bounds RLIMIT_NOFILE, which
+		 * may be raised later): untouched entries cost address space only */
+		long n = nr_open();
+		if (n < 65536)
+			n = 65536;
+		if (n > ES_FD_CAP)
+			n = ES_FD_CAP;
+		const char *e = secure_getenv("EMP_FD_TABLE");   /* tests: a smaller table */
+		long v = e ? strtol(e, NULL, 10) : 0;
+		if (v >= 64 && v < n)
+			n = v;
 		void *p = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (p != MAP_FAILED) {
@@ -51,9 +74,14 @@ struct es_sock *es__sock(int fd)
 	return s && s->kind == ES_KIND_SOCK ? s : NULL;
 }
 
+int es__fd_fits(int fd)
+{
+	return tab_init() == 0 && fd >= 0 && fd < tabn;
+}
+
 void es__fd_set(int fd, void *obj)
 {
-	if (tab_init() < 0 || fd < 0 || fd >= tabn)
+	if (!es__fd_fits(fd))
 		return;
 	atomic_store_explicit(&tab[fd], obj, memory_order_release);
 	if (obj && fd >= atomic_load(&hiwater))

@@ -202,20 +202,38 @@ int shutdown(int fd, int how)
 	return es__shutdown(s, how);
 }
 
-/* newfd now also refers to oldfd's object */
-static void alias(int oldfd, int newfd)
+/* newfd now also refers to oldfd's object; -1 (EMFILE, newfd closed) when
+ * newfd is beyond the table: its writes would go down the kernel socket */
+static int alias(int oldfd, int newfd)
 {
 	void *o = es__fd_get(oldfd);
 	if (!o || newfd < 0 || newfd == oldfd)
-		return;
+		return newfd;
 	int *kind = o;
 	if (*kind != ES_KIND_SOCK)
-		return;
+		return newfd;
 	struct es_sock *s = o;
+	if (!es__fd_fits(newfd)) {
+		es__log("fd %d is beyond the shim's fd table: the duplicate of fd %d is refused", newfd, oldfd);
+		R_(close)(newfd);
+		errno = EMFILE;
+		return -1;
+	}
 	es__fd_lock();
 	s->refs++;
 	es__fd_set(newfd, s);
 	es__fd_unlock();
+	return newfd;
+}
+
+/* dup2/dup3 onto nfd, which the table cannot hold: refused before anything happens */
+static int beyond(int fd, int nfd)
+{
+	if (nfd == fd || es__fd_fits(nfd) || !es__sock(fd))
+		return 0;
+	es__log("fd %d is beyond the shim's fd table: dup2 of fd %d onto it is refused", nfd, fd);
+	errno = EBADF;
+	return 1;
 }
 
 /* newfd is about to be closed implicitly by dup2/dup3 */
@@ -234,30 +252,33 @@ int dup(int fd)
 {
 	int r = R_(dup)(fd);
 	if (r >= 0 && !es__tl_in)
-		alias(fd, r);
+		r = alias(fd, r);
 	return r;
 }
 
 int dup2(int fd, int nfd)
 {
 	GUARD(dup2, fd, nfd);
-	if (R_(fcntl)(fd, F_GETFD) < 0)
+	if (R_(fcntl)(fd, F_GETFD) < 0 || beyond(fd, nfd))
 		return -1;
 	drop_target(fd, nfd);
 	int r = R_(dup2)(fd, nfd);
 	if (r >= 0)
-		alias(fd, r);
+		r = alias(fd, r);
 	return r;
 }
 
 int dup3(int fd, int nfd, int flags)
 {
 	GUARD(dup3, fd, nfd, flags);
-	if (fd != nfd && R_(fcntl)(fd, F_GETFD) >= 0)
+	if (fd != nfd && R_(fcntl)(fd, F_GETFD) >= 0) {
+		if (beyond(fd, nfd))
+			return -1;
 		drop_target(fd, nfd);
+	}
 	int r = R_(dup3)(fd, nfd, flags);
 	if (r >= 0)
-		alias(fd, r);
+		r = alias(fd, r);
 	return r;
 }
 
@@ -267,7 +288,7 @@ static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, uintptr_t arg)
 	if (r < 0 || es__tl_in)
 		return r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
-		alias(fd, r);
+		r = alias(fd, r);
 	} else if (cmd == F_SETFL) {
 		struct es_sock *s = es__sock(fd);
 		if (s)
