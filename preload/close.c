@@ -259,7 +259,8 @@ static void zombify(struct es_sock *s)
 	c->zdl = now + 10000000000ll;
 	if (!c->last_ctrl_ns)
 		c->last_ctrl_ns = now;
-	int zfd = R_(fcntl)(s->kfd, F_DUPFD_CLOEXEC, 3);
+	int zfd = s->kfd_own ? s->kfd : R_(fcntl)(s->kfd, F_DUPFD_CLOEXEC, 3);   /* the shim's already */
+	s->kfd_own = 0;
 	if (zfd >= 0)
 		s->kfd = zfd;
 	else

@@ -163,6 +163,9 @@ struct es_sock {
 	struct es_waiter *waiters;       /* threads in poll/read/write on it (lock) */
 	unsigned gen;
 	int orphan;                      /* closed by the app; a lingering connection frees it */
+	atomic_int users;                /* 1 while in the fd table + calls inside (es__sock_get) */
+	int dropped;                     /* went to the kernel: the last put only frees it */
+	int kfd_own;                     /* kfd is the shim's duplicate (the app closed its last fd) */
 	struct es_negst ng;
 };
 
@@ -195,6 +198,16 @@ void es__fd_set(int fd, void *obj);
 int es__fd_fits(int fd);                      /* fd has a table entry (fs.nr_open at first use, capped) */
 struct es_sock *es__sock_new(int fd, int state);
 void es__sock_unref_fd(int fd, struct es_sock *s); /* table entry dropped; frees on last */
+int es__sock_close(int fd, struct es_sock *s);    /* close(2) of a socket's fd, then unref */
+/* A call's reference: the socket (and its connection) stays alive until the
+ * matching put, even if another thread closes the fd meanwhile (the close's
+ * teardown then runs at the last put, as the kernel releases a file only when
+ * its last call returns). NULL if fd is not a socket of ours. */
+struct es_sock *es__sock_get(int fd);
+void es__sock_put(struct es_sock *s);
+/* s left the fd table for good (last fd closed, or it went to the kernel): no
+ * new call can find it; the table's reference is dropped */
+void es__sock_release(struct es_sock *s);
 void es__sock_lock(struct es_sock *s);
 void es__sock_unlock(struct es_sock *s);     /* runs deferred completion work first */
 int es__fd_max(void);

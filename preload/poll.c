@@ -74,12 +74,13 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 again:
 	nk = 0;
 	for (i = 0; i < n; i++) {
-		struct es_sock *s = es__sock(fds[i].fd);
-		if (s && (s->state == ES_PENDING || s->state == ES_CONNECTING)) {
+		struct es_sock *s = es__sock_get(fds[i].fd);   /* held until the call returns */
+		if (s && (s->state == ES_PENDING || s->state == ES_CONNECTING))
 			es__settle(fds[i].fd, s, 0);
-			s = es__sock(fds[i].fd);
-		}
-		ss[i] = s && s->state != ES_CAND && s->state != ES_CONNECTING && s->state != ES_PENDING ? s : NULL;
+		ss[i] = s && s->state != ES_CAND && s->state != ES_CONNECTING && s->state != ES_PENDING &&
+			es__sock(fds[i].fd) == s ? s : NULL;
+		if (s && !ss[i])
+			es__sock_put(s);
 		fds[i].revents = 0;
 		if (ss[i]) {
 			es__sock_lock(ss[i]);
@@ -145,11 +146,14 @@ again:
 			es__sock_lock(ss[i]);
 			es__waiter_del(ss[i], &w[i]);
 			es__sock_unlock(ss[i]);
+			es__sock_put(ss[i]);
 		}
 	for (i = 0; i < n; i++) {
-		struct es_sock *s = es__sock(fds[i].fd);
+		struct es_sock *s = es__sock_get(fds[i].fd);
 		if (s && s->state == ES_CONNECTING)
 			es__settle(fds[i].fd, s, 0);
+		if (s)
+			es__sock_put(s);
 	}
 	if (dl >= 0 && es__now_ns() >= dl)
 		dl = es__now_ns();
@@ -160,6 +164,7 @@ out:
 			es__sock_lock(ss[i]);
 			es__waiter_del(ss[i], &w[i]);
 			es__sock_unlock(ss[i]);
+			es__sock_put(ss[i]);
 		}
 	es__wake_reset(&wk);
 	if (ret > 0)

@@ -13,6 +13,20 @@
 
 #define GUARD(fn, ...) do { if (es__tl_in) return R_(fn)(__VA_ARGS__); } while (0)
 
+/* call with a reference on fd's socket for its length: a close() in another
+ * thread meanwhile frees nothing the call uses (the teardown runs at the put) */
+#define HELD(call)                                                              \
+	({                                                                      \
+		struct es_sock *h_ = es__tl_in ? NULL : es__sock_get(fd);       \
+		__typeof__(call) r_ = call;                                     \
+		if (h_) {                                                       \
+			int e_ = errno;                                         \
+			es__sock_put(h_);                                       \
+			errno = e_;                                             \
+		}                                                               \
+		r_;                                                             \
+	})
+
 int socket(int domain, int type, int proto)
 {
 	int fd = R_(socket)(domain, type, proto);
@@ -30,7 +44,7 @@ int socket(int domain, int type, int proto)
 	return fd;
 }
 
-int connect(int fd, const struct sockaddr *sa, socklen_t len)
+static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	GUARD(connect, fd, sa, len);
 	struct es_sock *s = es__sock(fd);
@@ -178,11 +192,11 @@ int close(int fd)
 	if (*kind == ES_KIND_EPSET)
 		es__epset_close(fd, o);
 	else if (*kind == ES_KIND_SOCK)
-		es__sock_unref_fd(fd, o);
+		return es__sock_close(fd, o);
 	return R_(close)(fd);
 }
 
-int shutdown(int fd, int how)
+static int shutdown_held(int fd, int how)
 {
 	GUARD(shutdown, fd, how);
 	struct es_sock *s = es__sock(fd);
@@ -321,12 +335,8 @@ int fcntl64(int fd, int cmd, ...)
 	return do_fcntl(real_fcntl64, fd, cmd, arg);
 }
 
-int ioctl(int fd, unsigned long req, ...)
+static int ioctl_held(int fd, unsigned long req, void *arg)
 {
-	va_list ap;
-	va_start(ap, req);
-	void *arg = va_arg(ap, void *);
-	va_end(ap);
 	struct es_sock *s = es__tl_in ? NULL : es__sock(fd);
 	if (s && req == FIONREAD) {
 		if (s->state == ES_PENDING || s->state == ES_CONNECTING)
@@ -360,7 +370,7 @@ static int tcp_shaping(int level, int name)
 	return level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK || name == TCP_QUICKACK);
 }
 
-int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
+static int setsockopt_held(int fd, int level, int name, const void *v, socklen_t len)
 {
 	struct es_sock *s0 = es__tl_in ? NULL : es__sock(fd);
 	if (s0 && s0->state == ES_EMP && tcp_shaping(level, name) && v && len >= sizeof(int)) {
@@ -390,7 +400,7 @@ int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
 	return r;
 }
 
-int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
+static int getsockopt_held(int fd, int level, int name, void *v, socklen_t *len)
 {
 	GUARD(getsockopt, fd, level, name, v, len);
 	struct es_sock *s = es__sock(fd);
@@ -428,4 +438,33 @@ int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	return R_(getpeername)(fd, sa, len);
+}
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	return HELD(connect_held(fd, sa, len));
+}
+
+int shutdown(int fd, int how)
+{
+	return HELD(shutdown_held(fd, how));
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return HELD(ioctl_held(fd, req, arg));
+}
+
+int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
+{
+	return HELD(setsockopt_held(fd, level, name, v, len));
+}
+
+int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
+{
+	return HELD(getsockopt_held(fd, level, name, v, len));
 }

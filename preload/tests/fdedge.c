@@ -1,4 +1,4 @@
-/* fdedge.c: fd-table edges of the preload: duplicates onto fds above the RLIMIT_NOFILE of the table's first use. */
+/* fdedge.c: fd-table edges of the preload: duplicates onto fds above the RLIMIT_NOFILE of the table's first use; close() racing reads, writes and polls. */
 /*
  *   fdedge dup-high HOST PORT N BASE RAISE
  *                                 RAISE 1: NOFILE limit 4096 before the first
@@ -8,12 +8,26 @@
  *                                 BASE + 1000, BASE + 2000; N bytes through
  *                                 each duplicate given and the original,
  *                                 close all: "wrote TOTAL" (bytes taken)
+ *   fdedge close-race HOST PORT ROUNDS
+ *                                 per round a connection to an echo server,
+ *                                 a reader, a writer and a poller thread on
+ *                                 it (timeouts 20 ms: each call ends), and
+ *                                 close() from the main thread after 0-3 ms;
+ *                                 the threads end on EBADF: "rounds R bytes B"
+ *   fdedge echo-threads PORT COUNT
+ *                                 COUNT connections, a thread each echoing
+ *                                 to EOF or an error: "served COUNT"
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/resource.h>
 
 #define SOCKLIB_PROG "fdedge"
@@ -65,11 +79,123 @@ static int dup_high(const char *host, int port, long long n, int base, int raise
 	return 0;
 }
 
+static atomic_llong moved;
+static pthread_barrier_t ready;
+
+/* a thread's first call makes the shim's per-thread fds (its wake eventfd):
+ * before the close, so that none takes the closed number while the threads
+ * still name it (they use it after the close on purpose) */
+static void race_start(int fd)
+{
+	struct pollfd q = { fd, POLLIN, 0 };
+	poll(&q, 1, 0);
+	pthread_barrier_wait(&ready);
+}
+
+static void *race_reader(void *p)
+{
+	int fd = (int)(intptr_t)p;
+	race_start(fd);
+	char buf[8192];
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+		if (r > 0)
+			atomic_fetch_add(&moved, r);
+		else if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			return NULL;
+	}
+}
+
+static void *race_writer(void *p)
+{
+	int fd = (int)(intptr_t)p;
+	race_start(fd);
+	static char buf[4096];
+	for (;;) {
+		ssize_t r = send(fd, buf, sizeof buf, MSG_NOSIGNAL);
+		if (r > 0)
+			atomic_fetch_add(&moved, r);
+		else if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			return NULL;
+	}
+}
+
+static void *race_poller(void *p)
+{
+	int fd = (int)(intptr_t)p;
+	race_start(fd);
+	for (;;) {
+		struct pollfd q = { fd, POLLIN | POLLOUT, 0 };
+		int r = poll(&q, 1, 20);
+		if (r < 0 || (r > 0 && (q.revents & (POLLNVAL | POLLERR | POLLHUP))))
+			return NULL;
+		int v;
+		if (ioctl(fd, FIONREAD, &v) < 0 && errno == EBADF)
+			return NULL;
+	}
+}
+
+static int close_race(const char *host, int port, int rounds)
+{
+	struct timeval tv = { 0, 20000 };
+	for (int i = 0; i < rounds; i++) {
+		int s = dial(host, port);
+		setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+		pthread_t t[3];
+		void *(*fn[3])(void *) = { race_reader, race_writer, race_poller };
+		pthread_barrier_init(&ready, NULL, 4);
+		for (int k = 0; k < 3; k++)
+			if (pthread_create(&t[k], NULL, fn[k], (void *)(intptr_t)s))
+				die("pthread_create");
+		pthread_barrier_wait(&ready);
+		usleep(rand() % 3000);
+		close(s);
+		for (int k = 0; k < 3; k++)
+			pthread_join(t[k], NULL);
+		pthread_barrier_destroy(&ready);
+	}
+	printf("rounds %d bytes %lld\n", rounds, (long long)atomic_load(&moved));
+	return 0;
+}
+
+static void *echo_conn(void *p)
+{
+	int fd = (int)(intptr_t)p;
+	char buf[16384];
+	ssize_t r;
+	while ((r = read(fd, buf, sizeof buf)) > 0)
+		if (write_all(fd, buf, (size_t)r) < 0)
+			break;
+	close(fd);
+	return NULL;
+}
+
+static int echo_threads(int port, int count)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int l = listener(port);
+	pthread_t *t = calloc((size_t)count, sizeof *t);
+	for (int i = 0; i < count; i++) {
+		int s = accept(l, NULL, NULL);
+		if (s < 0 || pthread_create(&t[i], NULL, echo_conn, (void *)(intptr_t)s))
+			die("accept / thread");
+	}
+	for (int i = 0; i < count; i++)
+		pthread_join(t[i], NULL);
+	printf("served %d\n", count);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 7 && !strcmp(argv[1], "dup-high"))
 		return dup_high(argv[2], atoi(argv[3]), atoll(argv[4]), atoi(argv[5]), atoi(argv[6]));
-	fprintf(stderr, "usage: fdedge dup-high HOST PORT N BASE RAISE\n");
+	if (argc == 4 && !strcmp(argv[1], "echo-threads"))
+		return echo_threads(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "close-race"))
+		return close_race(argv[2], atoi(argv[3]), atoi(argv[4]));
+	fprintf(stderr, "usage: fdedge dup-high HOST PORT N BASE RAISE | close-race HOST PORT ROUNDS | echo-threads PORT COUNT\n");
 	return 2;
 }
