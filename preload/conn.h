@@ -85,7 +85,7 @@ int es__conn_post_data(struct es_conn *c);
 void es__conn_lid_release(uint32_t lid);
 void es__conn_lids_atfork_child(void);
 /* a lingering connection moved: threads waiting for zombies look again (close.c) */
-void es__zombie_changed(void);
+void es__zombie_changed(struct es_conn *c);
 #define set_err(c, e) es__set_err(c, e, __LINE__)
 int es__post_recv(struct es_conn *c, uint64_t seq);
 void es__retire_head(struct es_conn *c);

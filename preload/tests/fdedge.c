@@ -14,6 +14,9 @@
  *                                 it (timeouts 20 ms: each call ends), and
  *                                 close() from the main thread after 0-3 ms;
  *                                 the threads end on EBADF: "rounds R bytes B"
+ *   fdedge close-idle HOST PORT N FLAG
+ *                                 write N bytes, close, then call nothing of
+ *                                 the shim's until FLAG exists: "closed"
  *   fdedge echo-threads PORT COUNT
  *                                 COUNT connections, a thread each echoing
  *                                 to EOF or an error: "served COUNT"
@@ -130,7 +133,7 @@ static void *race_poller(void *p)
 		if (r < 0 || (r > 0 && (q.revents & (POLLNVAL | POLLERR | POLLHUP))))
 			return NULL;
 		int v;
-		if (ioctl(fd, FIONREAD, &v) < 0 && errno == EBADF)
+		if (ioctl(fd, FIONREAD, &v) < 0)
 			return NULL;
 	}
 }
@@ -138,6 +141,7 @@ static void *race_poller(void *p)
 static int close_race(const char *host, int port, int rounds)
 {
 	struct timeval tv = { 0, 20000 };
+	close(dial(host, port));   /* the shim's process-wide fds (the reaper's) exist before the races */
 	for (int i = 0; i < rounds; i++) {
 		int s = dial(host, port);
 		setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -156,6 +160,17 @@ static int close_race(const char *host, int port, int rounds)
 		pthread_barrier_destroy(&ready);
 	}
 	printf("rounds %d bytes %lld\n", rounds, (long long)atomic_load(&moved));
+	return 0;
+}
+
+static int close_idle(const char *host, int port, long long n, const char *flag)
+{
+	int s = dial(host, port);
+	put(s, n);
+	close(s);
+	printf("closed\n");
+	while (access(flag, F_OK) != 0)
+		usleep(10000);
 	return 0;
 }
 
@@ -192,10 +207,12 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 7 && !strcmp(argv[1], "dup-high"))
 		return dup_high(argv[2], atoi(argv[3]), atoll(argv[4]), atoi(argv[5]), atoi(argv[6]));
+	if (argc == 6 && !strcmp(argv[1], "close-idle"))
+		return close_idle(argv[2], atoi(argv[3]), atoll(argv[4]), argv[5]);
 	if (argc == 4 && !strcmp(argv[1], "echo-threads"))
 		return echo_threads(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "close-race"))
 		return close_race(argv[2], atoi(argv[3]), atoi(argv[4]));
-	fprintf(stderr, "usage: fdedge dup-high HOST PORT N BASE RAISE | close-race HOST PORT ROUNDS | echo-threads PORT COUNT\n");
+	fprintf(stderr, "usage: fdedge dup-high HOST PORT N BASE RAISE | close-race HOST PORT ROUNDS | echo-threads PORT COUNT | close-idle HOST PORT N FLAG\n");
 	return 2;
 }
