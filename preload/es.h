@@ -191,12 +191,21 @@ static inline void es__waiter_del(struct es_sock *s, struct es_waiter *w)
 }
 #define ES_KIND_SOCK 1
 #define ES_KIND_EPSET 2
+#define ES_KIND_MARK 4              /* a TCP socket not used yet: a static mark, no object */
 
 void *es__fd_get(int fd);                     /* raw table entry */
 struct es_sock *es__sock(int fd);             /* entry if it is a socket */
 void es__fd_set(int fd, void *obj);
 int es__fd_fits(int fd);                      /* fd has a table entry (fs.nr_open at first use, capped) */
 struct es_sock *es__sock_new(int fd, int state);
+/* socket(): fd marked as a candidate with no allocation and no lock (a
+ * signal handler may make and close sockets: async-signal-safe until the
+ * socket is used); es__sock_cand makes the object at its first use that needs
+ * one (connect, listen, options, epoll_ctl); es__mark_* act on the mark alone. */
+void es__mark_cand(int fd, int nonblock);
+struct es_sock *es__sock_cand(int fd);        /* the socket, made from a mark if need be */
+int es__is_mark(const void *o);
+int es__mark_nonblock(int fd, int on);        /* 1 if fd held a mark (now with that flag) */
 void es__sock_unref_fd(int fd, struct es_sock *s); /* table entry dropped; frees on last */
 int es__sock_close(int fd, struct es_sock *s);    /* close(2) of a socket's fd, then unref */
 /* A call's reference: the socket (and its connection) stays alive until the

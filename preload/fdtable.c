@@ -210,6 +210,52 @@ int es__sock_close(int fd, struct es_sock *s)
 	return r;
 }
 
+struct es_mark { int kind; int nonblock; };
+static const struct es_mark marks[2] = { { ES_KIND_MARK, 0 }, { ES_KIND_MARK, 1 } };
+
+int es__is_mark(const void *o)
+{
+	return o == &marks[0] || o == &marks[1];
+}
+
+void es__mark_cand(int fd, int nonblock)
+{
+	es__fd_set(fd, (void *)&marks[!!nonblock]);
+}
+
+int es__mark_nonblock(int fd, int on)
+{
+	void *o = es__fd_get(fd);
+	if (!es__is_mark(o))
+		return 0;
+	atomic_compare_exchange_strong(&tab[fd], &o, (void *)&marks[!!on]);
+	return 1;
+}
+
+struct es_sock *es__sock_cand(int fd)
+{
+	void *o = es__fd_get(fd);
+	if (!es__is_mark(o))
+		return es__sock(fd);
+	struct es_sock *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->kind = ES_KIND_SOCK;
+	pthread_mutex_init(&s->lock, NULL);
+	s->state = ES_CAND;
+	s->refs = 1;
+	atomic_init(&s->users, 1);
+	s->kfd = fd;
+	s->udp = -1;
+	s->gen = es__g.gen;
+	s->nonblock = ((const struct es_mark *)o)->nonblock;
+	if (!atomic_compare_exchange_strong(&tab[fd], &o, s)) {
+		free(s);                 /* closed or made meanwhile */
+		return es__sock(fd);
+	}
+	return s;
+}
+
 /* fd no longer refers to s (closed or overwritten); the kernel fd itself is the caller's. */
 void es__sock_unref_fd(int fd, struct es_sock *s)
 {

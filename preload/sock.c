@@ -35,11 +35,8 @@ int socket(int domain, int type, int proto)
 	    (proto && proto != IPPROTO_TCP))
 		return fd;
 	int e = errno;
-	if (es__conf()) {
-		struct es_sock *s = es__sock_new(fd, ES_CAND);
-		if (s)
-			s->nonblock = !!(type & SOCK_NONBLOCK);
-	}
+	if (es__conf())
+		es__mark_cand(fd, type & SOCK_NONBLOCK);   /* no object yet: see es.h */
 	errno = e;
 	return fd;
 }
@@ -47,7 +44,7 @@ int socket(int domain, int type, int proto)
 static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	GUARD(connect, fd, sa, len);
-	struct es_sock *s = es__sock(fd);
+	struct es_sock *s = es__sock_cand(fd);
 	struct sockaddr_in to;
 	if (!s || s->state != ES_CAND || !sa)
 		return R_(connect)(fd, sa, len);
@@ -138,7 +135,7 @@ int bind(int fd, const struct sockaddr *sa, socklen_t len)
 int listen(int fd, int backlog)
 {
 	GUARD(listen, fd, backlog);
-	struct es_sock *s = es__sock(fd);
+	struct es_sock *s = es__sock_cand(fd);
 	if (s && s->state == ES_CAND) {
 		int e = errno;
 		es__neg_listen(fd);          /* the SYN tells a preloaded client from a plain one */
@@ -193,6 +190,8 @@ int close(int fd)
 		es__epset_close(fd, o);
 	else if (*kind == ES_KIND_SOCK)
 		return es__sock_close(fd, o);
+	else if (es__is_mark(o))
+		es__fd_set(fd, NULL);    /* a socket never used: no lock, no free */
 	return R_(close)(fd);
 }
 
@@ -224,6 +223,8 @@ static int alias(int oldfd, int newfd)
 	if (!o || newfd < 0 || newfd == oldfd)
 		return newfd;
 	int *kind = o;
+	if (es__is_mark(o) && es__fd_fits(newfd))
+		es__fd_set(newfd, o);    /* both a candidate; the first used makes the object */
 	if (*kind != ES_KIND_SOCK)
 		return newfd;
 	struct es_sock *s = o;
@@ -260,6 +261,8 @@ static void drop_target(int oldfd, int newfd)
 		es__epset_close(newfd, o);
 	else if (*(int *)o == ES_KIND_SOCK)
 		es__sock_unref_fd(newfd, o);
+	else if (es__is_mark(o))
+		es__fd_set(newfd, NULL);
 }
 
 int dup(int fd)
@@ -303,7 +306,7 @@ static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, uintptr_t arg)
 		return r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
 		r = alias(fd, r);
-	} else if (cmd == F_SETFL) {
+	} else if (cmd == F_SETFL && !es__mark_nonblock(fd, !!(arg & O_NONBLOCK))) {
 		struct es_sock *s = es__sock(fd);
 		if (s)
 			s->nonblock = !!(arg & O_NONBLOCK);
@@ -348,7 +351,7 @@ static int ioctl_held(int fd, unsigned long req, void *arg)
 		}
 	}
 	int r = R_(ioctl)(fd, req, arg);
-	if (r == 0 && s && req == FIONBIO && (s = es__sock(fd)))
+	if (r == 0 && req == FIONBIO && !es__tl_in && !es__mark_nonblock(fd, !!*(int *)arg) && (s = es__sock(fd)))
 		s->nonblock = !!*(int *)arg;
 	return r;
 }
@@ -380,7 +383,7 @@ static int setsockopt_held(int fd, int level, int name, const void *v, socklen_t
 	}
 	int r = R_(setsockopt)(fd, level, name, v, len);
 	struct es_sock *s;
-	if (r < 0 || es__tl_in || !(s = es__sock(fd)))
+	if (r < 0 || es__tl_in || !(s = es__sock_cand(fd)))   /* the options are kept from now on */
 		return r;
 	if (tcp_shaping(level, name) && v && len >= sizeof(int)) {
 		int on = !!*(const int *)v;       /* kept for when the socket becomes EMP */

@@ -17,6 +17,14 @@
  *   fdedge close-idle HOST PORT N FLAG
  *                                 write N bytes, close, then call nothing of
  *                                 the shim's until FLAG exists: "closed"
+ *   fdedge sig-kernel HOST PORT N
+ *                                 an EMP connection; N times the main thread
+ *                                 dup()s and close()s it and writes a byte
+ *                                 through it while SIGALRM (every 50 us) runs
+ *                                 a handler that makes a TCP socket, writes a
+ *                                 pipe, dup()s and closes kernel fds (all
+ *                                 async-signal-safe calls; EINTR retried):
+ *                                 "signals S"
  *   fdedge echo-threads PORT COUNT
  *                                 COUNT connections, a thread each echoing
  *                                 to EOF or an error: "served COUNT"
@@ -32,6 +40,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 
 #define SOCKLIB_PROG "fdedge"
 #include "socklib.h"
@@ -174,6 +183,49 @@ static int close_idle(const char *host, int port, long long n, const char *flag)
 	return 0;
 }
 
+static int sig_pipe[2];
+static atomic_long sig_count;
+
+static void sig_handler(int sig)
+{
+	(void)sig;
+	int e = errno;
+	int k = socket(AF_INET, SOCK_STREAM, 0);
+	char c = 'x';
+	if (write(sig_pipe[1], &c, 1) == 1)
+		(void)!read(sig_pipe[0], &c, 1);
+	int d = dup(sig_pipe[1]);
+	if (d >= 0)
+		close(d);
+	if (k >= 0)
+		close(k);
+	atomic_fetch_add(&sig_count, 1);
+	errno = e;
+}
+
+static int sig_kernel(const char *host, int port, long n)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int s = dial(host, port);
+	if (pipe(sig_pipe) < 0)
+		die("pipe");
+	struct sigaction sa = { .sa_handler = sig_handler, .sa_flags = SA_RESTART };
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = { { 0, 50 }, { 0, 50 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (long i = 0; i < n; i++) {
+		int d = dup(s);
+		if (d < 0 || write_all(d, "y", 1) < 0)
+			die("dup / write");
+		close(d);
+	}
+	struct itimerval off = { { 0, 0 }, { 0, 0 } };
+	setitimer(ITIMER_REAL, &off, NULL);
+	close(s);
+	printf("signals %ld\n", (long)atomic_load(&sig_count));
+	return 0;
+}
+
 static void *echo_conn(void *p)
 {
 	int fd = (int)(intptr_t)p;
@@ -209,6 +261,8 @@ int main(int argc, char **argv)
 		return dup_high(argv[2], atoi(argv[3]), atoll(argv[4]), atoi(argv[5]), atoi(argv[6]));
 	if (argc == 6 && !strcmp(argv[1], "close-idle"))
 		return close_idle(argv[2], atoi(argv[3]), atoll(argv[4]), argv[5]);
+	if (argc == 5 && !strcmp(argv[1], "sig-kernel"))
+		return sig_kernel(argv[2], atoi(argv[3]), atol(argv[4]));
 	if (argc == 4 && !strcmp(argv[1], "echo-threads"))
 		return echo_threads(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "close-race"))
