@@ -26,7 +26,7 @@ NS_PROGS := $(patsubst tests/ns/progs/%.c,$(B)/tests/ns/%,$(sort $(wildcard test
 
 .PHONY: all deps test-unit test-asan fuzz-smoke fuzz test-ns check demo clean install
 all: $(B)/lib/libemp.so $(B)/lib/libemp.a $(TOOLS) $(B)/tests/test-unit $(B)/tests/test-shim \
-	$(B)/lib/libempsock.so $(B)/bin/emp-run $(SOCK_PROGS) $(NS_PROGS)
+	$(B)/lib/libempsock.so $(B)/lib/libempsock-asan.so $(B)/bin/emp-run $(SOCK_PROGS) $(NS_PROGS)
 
 $(B)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -114,6 +114,12 @@ $(B)/obj/preload/%.o: preload/%.c $(HDRS) $(PRE_HDRS)
 $(B)/lib/libempsock.so: $(PRE_OBJ) $(CORE_OBJ) preload/exports.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,--version-script=preload/exports.map -o $@ $(PRE_OBJ) $(CORE_OBJ) $(LDLIBS)
+
+# The shim under AddressSanitizer (tests/ns t_sock_closerace: EMP_SOCK_LIB, ASAN_OPTIONS=verify_asan_link_order=0).
+$(B)/lib/libempsock-asan.so: $(PRE_SRC) $(CORE_SRC) $(HDRS) $(PRE_HDRS) preload/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ipreload -O1 -g -fPIC -pthread -fsanitize=address -fno-omit-frame-pointer -shared \
+		-Wl,--version-script=preload/exports.map $(PRE_SRC) $(CORE_SRC) -o $@ $(LDLIBS)
 
 $(B)/bin/emp-run: preload/emp-run.c conf/conf.c conf/conf.h
 	@mkdir -p $(dir $@)

@@ -12,7 +12,8 @@
  * acknowledged and whose peer has sent its last is torn down: no message can
  * be on its way to a receive we cancel.
  * A peer whose kernel connection ended (its process died, or its zombie is
- * gone) or an error ends the wait too; none of this runs on a timer.
+ * gone) or an error ends the wait too. The reaper thread (below) tears
+ * zombies down when they are through, without waiting for another close().
  *
  * Send buffers are freed only when the engine has returned every send
  * posted from them: a connection given up with sends in flight (an abandoned
@@ -29,7 +30,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -143,11 +146,12 @@ static int zombie_done(struct es_conn *c, int64_t now)
 /* one pass: tear down finished zombies; returns how many are left and, in
  * p[0..*np), the kernel sockets worth waiting on; kernel: look at those
  * sockets too (a system call each: only when the caller waits) */
-static int reap_pass(struct pollfd *p, int *np, int max, int kernel)
+static int reap_pass(struct pollfd *p, int *np, int max, int kernel, int64_t *next)
 {
 	struct es_conn *done = NULL, **pp;
 	int left = 0;
 	*np = 0;
+	*next = INT64_MAX;
 	pthread_mutex_lock(&zlock);
 	for (pp = &zlist; *pp;) {
 		struct es_conn *c = *pp;
@@ -167,6 +171,8 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel)
 		} else {
 			pp = &c->znext;
 			left++;
+			if (c->zdl < *next)
+				*next = c->zdl;
 		}
 	}
 	pthread_mutex_unlock(&zlock);
@@ -194,8 +200,80 @@ static struct zwaiter *zwaiters;
 static pthread_mutex_t zwlock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t *const es__lk_zwait = &zwlock;
 
-void es__zombie_changed(void)
+/* ---- the reaper: a thread that tears lingering connections down when they
+ * are through, so that an idle process (no close() to come, no exit) lets go
+ * of their kernel sockets, buffers and peer holds on time. It drives nothing
+ * (the application's waits and the progress thread do): it sleeps in one poll
+ * on its eventfd (written when a closing connection becomes ready to go) and
+ * the zombies' kernel sockets (a peer that died), at most until the earliest
+ * zombie deadline, and at most 1 s while any is left. */
+static int reaper_efd = -1;
+static pthread_t reaper_tid;
+static pthread_mutex_t reaper_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *reaper(void *arg)
 {
+	(void)arg;
+	struct pollfd p[REAP_FDS + 1];
+	for (;;) {
+		int np;
+		int64_t next;
+		int left = reap_pass(p, &np, REAP_FDS, 1, &next);
+		int ms = -1;
+		if (left) {
+			int64_t now = es__now_ns(), w = next > now ? next - now : 0;
+			ms = w > 1000000000ll ? 1000 : (int)((w + 999999) / 1000000);
+		}
+		p[np] = (struct pollfd){ reaper_efd, POLLIN, 0 };
+		if (R_(poll)(p, (nfds_t)np + 1, ms) > 0 && p[np].revents) {
+			uint64_t v;
+			while (R_(read)(reaper_efd, &v, sizeof v) < 0 && errno == EINTR)
+				;
+		}
+	}
+	return NULL;
+}
+
+/* tests only (tests/shim, virtual time): no reaper thread; the test reaps
+ * with es__zombies_reap when its clock says so */
+int es__reaper_off;
+
+/* at the first lingering connection of the process */
+static void reaper_start(void)
+{
+	if (__atomic_load_n(&reaper_efd, __ATOMIC_ACQUIRE) >= 0 || es__reaper_off)
+		return;
+	pthread_mutex_lock(&reaper_mu);
+	if (reaper_efd < 0) {
+		int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);   /* the application's signals go to its threads */
+		if (efd >= 0 && pthread_create(&reaper_tid, NULL, reaper, NULL) == 0) {
+			pthread_detach(reaper_tid);
+			__atomic_store_n(&reaper_efd, efd, __ATOMIC_RELEASE);
+		} else if (efd >= 0) {
+			R_(close)(efd);
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_mutex_unlock(&reaper_mu);
+}
+
+static void reaper_wake(void)
+{
+	int efd = __atomic_load_n(&reaper_efd, __ATOMIC_ACQUIRE);
+	uint64_t one = 1;
+	if (efd >= 0)
+		(void)!R_(write)(efd, &one, sizeof one);
+}
+
+/* a closing connection moved (s->lock held): waiters in reap_until look
+ * again, and the reaper when it is through */
+void es__zombie_changed(struct es_conn *c)
+{
+	if (zombie_done(c, es__now_ns()))
+		reaper_wake();
 	if (!__atomic_load_n(&zwaiters, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&zwlock);
@@ -216,7 +294,8 @@ static void reap_until(int64_t deadline, int (*stop)(void *), void *arg)
 	int listed = 0;
 	for (;;) {
 		es__wake_reset(&wk);
-		int left = reap_pass(p, &np, REAP_FDS, deadline != 0);
+		int64_t next;
+		int left = reap_pass(p, &np, REAP_FDS, deadline != 0, &next);
 		if (!left || (stop && stop(arg)))
 			break;
 		int64_t now = es__now_ns();
@@ -262,7 +341,8 @@ static void zombify(struct es_sock *s)
 	c->zdl = now + 10000000000ll;
 	if (!c->last_ctrl_ns)
 		c->last_ctrl_ns = now;
-	int zfd = R_(fcntl)(s->kfd, F_DUPFD_CLOEXEC, 3);
+	int zfd = s->kfd_own ? s->kfd : R_(fcntl)(s->kfd, F_DUPFD_CLOEXEC, 3);   /* the shim's already */
+	s->kfd_own = 0;
 	if (zfd >= 0)
 		s->kfd = zfd;
 	else
@@ -273,6 +353,7 @@ static void zombify(struct es_sock *s)
 	c->znext = zlist;
 	zlist = c;
 	pthread_mutex_unlock(&zlock);
+	reaper_start();
 }
 
 /* A connection given up (an abandoned negotiation, SO_LINGER 0, an error):
@@ -312,6 +393,7 @@ static void detach(struct es_sock *s)
 	c->znext = zlist;
 	zlist = c;
 	pthread_mutex_unlock(&zlock);
+	reaper_start();
 }
 
 /* SO_LINGER's wait: our FIN through, or the zombie gone (looked up under
@@ -370,7 +452,8 @@ int es__zombies_reap(void)
 {
 	struct pollfd p[1];
 	int np;
-	return reap_pass(p, &np, 0, 0);
+	int64_t next;
+	return reap_pass(p, &np, 0, 0, &next);
 }
 
 /* fork.c: the lingering connections are the parent's (locks made fresh there) */
@@ -378,6 +461,10 @@ void es__conn_atfork_child(void)
 {
 	zlist = NULL;
 	zwaiters = NULL;
+	if (reaper_efd >= 0)
+		R_(close)(reaper_efd);   /* the reaper stayed with the parent */
+	reaper_efd = -1;
+	pthread_mutex_init(&reaper_mu, NULL);
 }
 
 static void flush_one(int fd, void *o, void *arg)

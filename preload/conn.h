@@ -90,9 +90,10 @@ int es__conn_post_data(struct es_conn *c);
 /* connection ids in use (connsetup.c): released when a connection is freed */
 void es__conn_lid_release(uint32_t lid);
 /* a lingering connection moved: threads waiting for zombies look again (close.c) */
-void es__zombie_changed(void);
+void es__zombie_changed(struct es_conn *c);
 /* tests only: one pass over the lingering connections; how many are left (close.c) */
 int es__zombies_reap(void);
+extern int es__reaper_off;   /* tests only: no reaper thread (virtual time) */
 /* empstat's connection rows (connsetup.c). es__conn_row (s->lock held) fills
  * *i and returns c's row (taken on first use) when it is due (state changed,
  * or 100 ms since the last), else -1; es__conn_row_put publishes it and must

@@ -373,7 +373,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (es__tl_in)
 		return R_(epoll_ctl)(epfd, op, fd, ev);
-	struct es_sock *s = es__sock(fd);
+	struct es_sock *s = es__sock_cand(fd);   /* a candidate's registration moves with it */
 	if (!s)
 		return ctl_kernel(epfd, op, fd, ev);
 	if (s->state == ES_PENDING) {

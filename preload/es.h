@@ -164,6 +164,9 @@ struct es_sock {
 	struct es_waiter *waiters;       /* threads in poll/read/write on it (lock) */
 	unsigned gen;
 	int orphan;                      /* closed by the app; a lingering connection frees it */
+	atomic_int users;                /* 1 while in the fd table + calls inside (es__sock_get) */
+	int dropped;                     /* went to the kernel: the last put only frees it */
+	int kfd_own;                     /* kfd is the shim's duplicate (the app closed its last fd) */
 	struct es_negst ng;
 };
 
@@ -189,6 +192,7 @@ static inline void es__waiter_del(struct es_sock *s, struct es_waiter *w)
 }
 #define ES_KIND_SOCK 1
 #define ES_KIND_EPSET 2
+#define ES_KIND_MARK 4              /* a TCP socket not used yet: a static mark, no object */
 
 /* ---- what a socket's state means (the one place the states are grouped) ----
  *   CAND        kernel TCP, nothing of ours (or not yet connected/accepted)
@@ -218,8 +222,27 @@ static inline unsigned es__ready_for(struct es_sock *s, unsigned interest)
 void *es__fd_get(int fd);                     /* raw table entry */
 struct es_sock *es__sock(int fd);             /* entry if it is a socket */
 void es__fd_set(int fd, void *obj);
+int es__fd_fits(int fd);                      /* fd has a table entry (fs.nr_open at first use, capped) */
 struct es_sock *es__sock_new(int fd, int state);
+/* socket(): fd marked as a candidate with no allocation and no lock (a
+ * signal handler may make and close sockets: async-signal-safe until the
+ * socket is used); es__sock_cand makes the object at its first use that needs
+ * one (connect, listen, options, epoll_ctl); es__mark_* act on the mark alone. */
+void es__mark_cand(int fd, int nonblock);
+struct es_sock *es__sock_cand(int fd);        /* the socket, made from a mark if need be */
+int es__is_mark(const void *o);
+int es__mark_nonblock(int fd, int on);        /* 1 if fd held a mark (now with that flag) */
 void es__sock_unref_fd(int fd, struct es_sock *s); /* table entry dropped; frees on last */
+int es__sock_close(int fd, struct es_sock *s);    /* close(2) of a socket's fd, then unref */
+/* A call's reference: the socket (and its connection) stays alive until the
+ * matching put, even if another thread closes the fd meanwhile (the close's
+ * teardown then runs at the last put, as the kernel releases a file only when
+ * its last call returns). NULL if fd is not a socket of ours. */
+struct es_sock *es__sock_get(int fd);
+void es__sock_put(struct es_sock *s);
+/* s left the fd table for good (last fd closed, or it went to the kernel): no
+ * new call can find it; the table's reference is dropped */
+void es__sock_release(struct es_sock *s);
 void es__sock_lock(struct es_sock *s);
 void es__sock_unlock(struct es_sock *s);     /* runs deferred completion work first */
 int es__fd_max(void);

@@ -1,5 +1,7 @@
 /* fdtable.c: the fd -> socket/epoll-set table (one lock-free lookup per call) and socket objects' life and locks. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,19 +16,41 @@ static atomic_int hiwater;
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t *const es__lk_fdtab = &tab_lock;   /* held across fork (fork.c) */
 
+#define ES_FD_CAP (1l << 24)
+
+static long nr_open(void)
+{
+	char b[32];
+	long n = 0;
+	int fd = open("/proc/sys/fs/nr_open", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t k = R_(read)(fd, b, sizeof b - 1);
+		R_(close)(fd);
+		if (k > 0) {
+			b[k] = 0;
+			n = strtol(b, NULL, 10);
+		}
+	}
+	return n > 0 ? n : 1l << 20;
+}
+
 static int tab_init(void)
 {
 	if (tab)
 		return 0;
 	pthread_mutex_lock(&tab_lock);
 	if (!tab) {
-		struct rlimit rl;
-		long n = 65536;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
-		    (long)rl.rlim_max > n)
-			n = (long)rl.rlim_max;
-		if (n > (1l << 20))
-			n = 1l << 20;
+		/* every fd the kernel can give (fs.nr_open bounds RLIMIT_NOFILE, which
+		 * may be raised later): untouched entries cost address space only */
+		long n = nr_open();
+		if (n < 65536)
+			n = 65536;
+		if (n > ES_FD_CAP)
+			n = ES_FD_CAP;
+		const char *e = secure_getenv("EMP_FD_TABLE");   /* tests: a smaller table */
+		long v = e ? strtol(e, NULL, 10) : 0;
+		if (v >= 64 && v < n)
+			n = v;
 		void *p = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (p != MAP_FAILED) {
@@ -52,9 +76,14 @@ struct es_sock *es__sock(int fd)
 	return s && s->kind == ES_KIND_SOCK ? s : NULL;
 }
 
+int es__fd_fits(int fd)
+{
+	return tab_init() == 0 && fd >= 0 && fd < tabn;
+}
+
 void es__fd_set(int fd, void *obj)
 {
-	if (tab_init() < 0 || fd < 0 || fd >= tabn)
+	if (!es__fd_fits(fd))
 		return;
 	atomic_store_explicit(&tab[fd], obj, memory_order_release);
 	if (obj && fd >= atomic_load(&hiwater))
@@ -97,10 +126,134 @@ struct es_sock *es__sock_new(int fd, int state)
 	pthread_mutex_init(&s->lock, NULL);
 	s->state = state;
 	s->refs = 1;
+	atomic_init(&s->users, 1);
 	s->kfd = fd;
 	s->udp = -1;
 	s->gen = es__g.gen;
 	es__fd_set(fd, s);
+	return s;
+}
+
+/* Lookups in progress (es__sock_get): a socket that left the table is
+ * released only when none is, so no lookup can take a reference to freed
+ * memory; the window is a load and an increment. */
+static atomic_int lookups;
+static __thread int tl_looking __attribute__((tls_model("initial-exec")));   /* a signal handler's close must not wait for its own thread */
+
+struct es_sock *es__sock_get(int fd)
+{
+	if (!es__sock(fd))
+		return NULL;         /* a kernel fd: no shared counter touched */
+	tl_looking = 1;
+	atomic_fetch_add(&lookups, 1);
+	struct es_sock *s = es__sock(fd);
+	if (s)
+		atomic_fetch_add(&s->users, 1);
+	atomic_fetch_sub(&lookups, 1);
+	tl_looking = 0;
+	return s;
+}
+
+static void sock_final(struct es_sock *s);
+
+void es__sock_put(struct es_sock *s)
+{
+	if (atomic_fetch_sub(&s->users, 1) == 1)
+		sock_final(s);
+}
+
+static void quiesce_lookups(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);   /* the table stores before the look at lookups */
+	while (atomic_load(&lookups) > tl_looking)
+		sched_yield();
+}
+
+void es__sock_release(struct es_sock *s)
+{
+	quiesce_lookups();
+	es__sock_put(s);
+}
+
+/* The last fd is closed while calls still hold s: the caller closes the
+ * kernel fd at once, so the teardown that runs at the last put works on a
+ * private duplicate made now (a lingering connection keeps it, else
+ * sock_final closes it): made after the close, it could take the closed
+ * number, which the application's other threads still name. */
+static void keep_kernel_fd(struct es_sock *s)
+{
+	if (s->kfd_own)
+		return;
+	int k = R_(fcntl)(s->kfd, F_DUPFD_CLOEXEC, 3);
+	if (k < 0)
+		return;
+	es__sock_lock(s);
+	es__live_del(s);         /* registered under the old number */
+	s->kfd = k;
+	s->kfd_own = 1;
+	es__sock_unlock(s);
+}
+
+/* close(fd): the kernel fd goes first, the table entry after (a call in
+ * another thread meanwhile finds the socket, or a closed fd: never the kernel
+ * socket under an EMP connection, which the peer does not read) */
+int es__sock_close(int fd, struct es_sock *s)
+{
+	pthread_mutex_lock(&tab_lock);
+	int last = s->refs <= 1 && s->kfd == fd;
+	pthread_mutex_unlock(&tab_lock);
+	if (last && s->state != ES_CAND)
+		keep_kernel_fd(s);
+	int r = R_(close)(fd);
+	int e = errno;
+	es__sock_unref_fd(fd, s);
+	errno = e;
+	return r;
+}
+
+struct es_mark { int kind; int nonblock; };
+static const struct es_mark marks[2] = { { ES_KIND_MARK, 0 }, { ES_KIND_MARK, 1 } };
+
+int es__is_mark(const void *o)
+{
+	return o == &marks[0] || o == &marks[1];
+}
+
+void es__mark_cand(int fd, int nonblock)
+{
+	es__fd_set(fd, (void *)&marks[!!nonblock]);
+}
+
+int es__mark_nonblock(int fd, int on)
+{
+	void *o = es__fd_get(fd);
+	if (!es__is_mark(o))
+		return 0;
+	atomic_compare_exchange_strong(&tab[fd], &o, (void *)&marks[!!on]);
+	return 1;
+}
+
+struct es_sock *es__sock_cand(int fd)
+{
+	void *o = es__fd_get(fd);
+	if (!es__is_mark(o))
+		return es__sock(fd);
+	struct es_sock *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->kind = ES_KIND_SOCK;
+	pthread_mutex_init(&s->lock, NULL);
+	s->state = ES_CAND;
+	s->refs = 1;
+	atomic_init(&s->users, 1);
+	s->kfd = fd;
+	s->udp = -1;
+	s->gen = es__g.gen;
+	s->nonblock = ((const struct es_mark *)o)->nonblock;
+	if (!atomic_compare_exchange_strong(&tab[fd], &o, s)) {
+		free(s);                 /* closed or made meanwhile */
+		return es__sock(fd);
+	}
 	return s;
 }
 
@@ -122,6 +275,20 @@ void es__sock_unref_fd(int fd, struct es_sock *s)
 	pthread_mutex_unlock(&tab_lock);
 	if (!last)
 		return;
+	quiesce_lookups();
+	if (atomic_load(&s->users) > 1)
+		keep_kernel_fd(s);   /* calls hold s: the teardown runs after the caller's close */
+	es__sock_put(s);
+}
+
+/* the last reference went: the socket's teardown (its connection lingers or is given up) */
+static void sock_final(struct es_sock *s)
+{
+	if (s->dropped) {
+		free(s);
+		return;
+	}
+	int own = s->kfd_own ? s->kfd : -1;   /* keep_kernel_fd's */
 	es__neg_forget(s);   /* the negotiation responder lets go of it first */
 	es__ep_sock_gone(s);
 	s->kind = 0;
@@ -129,10 +296,12 @@ void es__sock_unref_fd(int fd, struct es_sock *s)
 	es__neg_close_udp(s);
 	if (!s->c)
 		es__live_del(s);   /* (a connection leaves the set in its teardown) */
-	if (!es__conn_destroy(s, !s->linger0 && s->state == ES_EMP)) {
-		es__hooks_quiesce();   /* a liveness harvest that found s before we unmapped it */
-		free(s);   /* else the linger list owns it (and may have freed it already) */
-	}
+	if (es__conn_destroy(s, !s->linger0 && s->state == ES_EMP))
+		return;    /* lingers: the linger list owns s (and may have freed it), and own */
+	es__hooks_quiesce();   /* a liveness harvest that found s before we unmapped it */
+	free(s);
+	if (own >= 0)
+		R_(close)(own);
 }
 
 void es__sock_lock(struct es_sock *s)
@@ -160,6 +329,7 @@ static void child_fix(int fd, void *o, void *arg)
 	if (s->kind != ES_KIND_SOCK)
 		return;
 	pthread_mutex_init(&s->lock, NULL);
+	atomic_store(&s->users, 1);   /* the calls that held it were the parent's threads' */
 	s->waiters = NULL;
 	s->live = 0;             /* the liveness set stayed with the parent */
 	if (s->state == ES_EMP) {
@@ -171,5 +341,6 @@ static void child_fix(int fd, void *o, void *arg)
 /* fork.c: after the process-wide locks were made fresh */
 void es__fd_atfork_child(void)
 {
+	atomic_store(&lookups, 0);
 	es__fd_foreach(child_fix, NULL);
 }

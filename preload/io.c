@@ -7,21 +7,31 @@
 
 #include "es.h"
 
-/* The EMP socket behind fd, after settling a pending negotiation; NULL = kernel. */
+/* The EMP socket behind fd, after settling a pending negotiation, with a
+ * reference for the call (dropped by put_ret); NULL = kernel. */
 static struct es_sock *emp_fd(int fd)
 {
 	if (es__tl_in)
 		return NULL;
-	struct es_sock *s = es__sock(fd);
-	if (!s || s->state == ES_CAND)
+	struct es_sock *s = es__sock_get(fd);
+	if (!s)
 		return NULL;
-	if (es__st_undecided(s)) {
+	if (es__st_undecided(s))
 		es__settle(fd, s);
-		s = es__sock(fd);
-		if (!s || s->state == ES_CAND || s->state == ES_CONNECTING)
-			return NULL;
+	if (s->state == ES_CAND || es__st_undecided(s) || es__sock(fd) != s) {
+		es__sock_put(s);   /* the kernel's (s may have gone to it meanwhile) */
+		return NULL;
 	}
 	return s;
+}
+
+/* the call's reference goes; errno kept */
+static ssize_t put_ret(struct es_sock *s, ssize_t r)
+{
+	int e = errno;
+	es__sock_put(s);
+	errno = e;
+	return r;
 }
 
 /* FAILED / FOREIGN sockets: every data call errors */
@@ -73,7 +83,7 @@ ssize_t read(int fd, void *buf, size_t n)
 	if (!s)
 		return R_(read)(fd, buf, n);
 	struct iovec v = { buf, n };
-	return rx(s, &v, 1, 0);
+	return put_ret(s, rx(s, &v, 1, 0));
 }
 
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
@@ -89,7 +99,7 @@ ssize_t write(int fd, const void *buf, size_t n)
 	if (!s)
 		return R_(write)(fd, buf, n);
 	struct iovec v = { (void *)buf, n };
-	return tx(s, &v, 1, 0);
+	return put_ret(s, tx(s, &v, 1, 0));
 }
 
 ssize_t readv(int fd, const struct iovec *iov, int n)
@@ -99,9 +109,9 @@ ssize_t readv(int fd, const struct iovec *iov, int n)
 		return R_(readv)(fd, iov, n);
 	if (n < 0 || n > 1024) {
 		errno = EINVAL;
-		return -1;
+		return put_ret(s, -1);
 	}
-	return rx(s, (struct iovec *)iov, n, 0);
+	return put_ret(s, rx(s, (struct iovec *)iov, n, 0));
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -111,9 +121,9 @@ ssize_t writev(int fd, const struct iovec *iov, int n)
 		return R_(writev)(fd, iov, n);
 	if (n < 0 || n > 1024) {
 		errno = EINVAL;
-		return -1;
+		return put_ret(s, -1);
 	}
-	return tx(s, iov, n, 0);
+	return put_ret(s, tx(s, iov, n, 0));
 }
 
 ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -122,7 +132,7 @@ ssize_t recv(int fd, void *buf, size_t n, int flags)
 	if (!s)
 		return R_(recv)(fd, buf, n, flags);
 	struct iovec v = { buf, n };
-	return rx(s, &v, 1, flags);
+	return put_ret(s, rx(s, &v, 1, flags));
 }
 
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
@@ -138,7 +148,7 @@ ssize_t send(int fd, const void *buf, size_t n, int flags)
 	if (!s)
 		return R_(send)(fd, buf, n, flags);
 	struct iovec v = { (void *)buf, n };
-	return tx(s, &v, 1, flags);
+	return put_ret(s, tx(s, &v, 1, flags));
 }
 
 static void peer_addr(struct es_sock *s, struct sockaddr *sa, socklen_t *len)
@@ -159,7 +169,7 @@ ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, so
 	ssize_t r = rx(s, &v, 1, flags);
 	if (r >= 0)
 		peer_addr(s, sa, len);
-	return r;
+	return put_ret(s, r);
 }
 
 ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
@@ -178,7 +188,7 @@ ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockad
 	/* a connected stream socket ignores the address (Linux: EISCONN only if given for
 	 * a non-TFO send; keep it simple and ignore it) */
 	struct iovec v = { (void *)buf, n };
-	return tx(s, &v, 1, flags);
+	return put_ret(s, tx(s, &v, 1, flags));
 }
 
 ssize_t recvmsg(int fd, struct msghdr *m, int flags)
@@ -187,10 +197,10 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	if (!s)
 		return R_(recvmsg)(fd, m, flags);
 	if (flags & MSG_ERRQUEUE)   /* the kernel socket's queue (EAGAIN: EMP queues nothing there) */
-		return R_(recvmsg)(s->kfd, m, flags);
+		return put_ret(s, R_(recvmsg)(s->kfd, m, flags));
 	if (m->msg_iovlen > 1024) {
 		errno = EMSGSIZE;
-		return -1;
+		return put_ret(s, -1);
 	}
 	ssize_t r = rx(s, m->msg_iov, (int)m->msg_iovlen, flags);
 	if (r >= 0) {
@@ -199,7 +209,7 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 		m->msg_controllen = 0;
 		m->msg_flags = 0;
 	}
-	return r;
+	return put_ret(s, r);
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
@@ -209,9 +219,9 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		return R_(sendmsg)(fd, m, flags);
 	if (m->msg_iovlen > 1024) {
 		errno = EMSGSIZE;
-		return -1;
+		return put_ret(s, -1);
 	}
-	return tx(s, m->msg_iov, (int)m->msg_iovlen, flags);
+	return put_ret(s, tx(s, m->msg_iov, (int)m->msg_iovlen, flags));
 }
 
 static ssize_t emp_sendfile(struct es_sock *s, int in, off_t *off, size_t count)
@@ -263,8 +273,8 @@ ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	if (!s)
 		return R_(sendfile)(out, in, off, count);
 	if (s->state != ES_EMP)
-		return bad_state(s);
-	return emp_sendfile(s, in, off, count);
+		return put_ret(s, bad_state(s));
+	return put_ret(s, emp_sendfile(s, in, off, count));
 }
 
 ssize_t sendfile64(int out, int in, off_t *off, size_t count)
@@ -273,6 +283,6 @@ ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	if (!s)
 		return R_(sendfile64)(out, in, off, count);
 	if (s->state != ES_EMP)
-		return bad_state(s);
-	return emp_sendfile(s, in, off, count);
+		return put_ret(s, bad_state(s));
+	return put_ret(s, emp_sendfile(s, in, off, count));
 }

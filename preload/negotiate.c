@@ -472,7 +472,8 @@ void es__drop_to_kernel(int fd, struct es_sock *s)
 	es__ep_sock_switched(s);
 	s->kind = 0;
 	es__hooks_quiesce();   /* a liveness harvest that found s before the unmap */
-	free(s);   /* callers only compare the pointer after this */
+	s->dropped = 1;
+	es__sock_release(s);   /* freed now, or by the last call still holding it */
 }
 
 void es__fail_strict(struct es_sock *s, int err, const char *why)

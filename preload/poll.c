@@ -69,12 +69,12 @@ static void pc_arm(struct pcall *pc)
 {
 	pc->nk = 0;
 	for (nfds_t i = 0; i < pc->n; i++) {
-		struct es_sock *s = es__sock(pc->fds[i].fd);
-		if (s && es__st_undecided(s)) {
+		struct es_sock *s = es__sock_get(pc->fds[i].fd);   /* held until the call returns */
+		if (s && es__st_undecided(s))
 			es__settle(pc->fds[i].fd, s);
-			s = es__sock(pc->fds[i].fd);
-		}
-		pc->ss[i] = s && es__st_ours(s) ? s : NULL;
+		pc->ss[i] = s && es__st_ours(s) && es__sock(pc->fds[i].fd) == s ? s : NULL;
+		if (s && !pc->ss[i])
+			es__sock_put(s);
 		pc->fds[i].revents = 0;
 		if (pc->ss[i]) {
 			es__sock_lock(pc->ss[i]);
@@ -96,6 +96,8 @@ static void pc_disarm(struct pcall *pc)
 			es__sock_lock(pc->ss[i]);
 			es__waiter_del(pc->ss[i], &pc->w[i]);
 			es__sock_unlock(pc->ss[i]);
+			es__sock_put(pc->ss[i]);
+			pc->ss[i] = NULL;
 		}
 }
 
@@ -175,9 +177,11 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 			break;
 		/* a non-blocking connect finished: negotiate, then start over */
 		for (nfds_t i = 0; i < n; i++) {
-			struct es_sock *s = es__sock(fds[i].fd);
+			struct es_sock *s = es__sock_get(fds[i].fd);
 			if (s && s->state == ES_CONNECTING)
 				es__settle(fds[i].fd, s);
+			if (s)
+				es__sock_put(s);
 		}
 		if (pc.dl >= 0 && es__now_ns() >= pc.dl)
 			pc.dl = es__now_ns();

@@ -1,4 +1,4 @@
-/* sock.c: socket life calls: socket, connect, bind, listen, accept(4), close, shutdown, dup*, fcntl, ioctl, sockopts, names, execve. */
+/* sock.c: socket life calls: socket, connect, bind, listen, accept(4), close, shutdown, dup*, fcntl, ioctl, sockopts, names (exec: exec.c). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,20 @@
 
 #define GUARD(fn, ...) do { if (es__tl_in) return R_(fn)(__VA_ARGS__); } while (0)
 
+/* call with a reference on fd's socket for its length: a close() in another
+ * thread meanwhile frees nothing the call uses (the teardown runs at the put) */
+#define HELD(call)                                                              \
+	({                                                                      \
+		struct es_sock *h_ = es__tl_in ? NULL : es__sock_get(fd);       \
+		__typeof__(call) r_ = call;                                     \
+		if (h_) {                                                       \
+			int e_ = errno;                                         \
+			es__sock_put(h_);                                       \
+			errno = e_;                                             \
+		}                                                               \
+		r_;                                                             \
+	})
+
 int socket(int domain, int type, int proto)
 {
 	int fd = R_(socket)(domain, type, proto);
@@ -21,19 +35,16 @@ int socket(int domain, int type, int proto)
 	    (proto && proto != IPPROTO_TCP))
 		return fd;
 	int e = errno;
-	if (es__conf()) {
-		struct es_sock *s = es__sock_new(fd, ES_CAND);
-		if (s)
-			s->nonblock = !!(type & SOCK_NONBLOCK);
-	}
+	if (es__conf())
+		es__mark_cand(fd, type & SOCK_NONBLOCK);   /* no object yet: see es.h */
 	errno = e;
 	return fd;
 }
 
-int connect(int fd, const struct sockaddr *sa, socklen_t len)
+static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	GUARD(connect, fd, sa, len);
-	struct es_sock *s = es__sock(fd);
+	struct es_sock *s = es__sock_cand(fd);
 	struct sockaddr_in to;
 	if (!s || s->state != ES_CAND || !sa)
 		return R_(connect)(fd, sa, len);
@@ -124,7 +135,7 @@ int bind(int fd, const struct sockaddr *sa, socklen_t len)
 int listen(int fd, int backlog)
 {
 	GUARD(listen, fd, backlog);
-	struct es_sock *s = es__sock(fd);
+	struct es_sock *s = es__sock_cand(fd);
 	if (s && s->state == ES_CAND) {
 		int e = errno;
 		es__neg_listen(fd);          /* the SYN tells a preloaded client from a plain one */
@@ -178,11 +189,13 @@ int close(int fd)
 	if (*kind == ES_KIND_EPSET)
 		es__epset_close(fd, o);
 	else if (*kind == ES_KIND_SOCK)
-		es__sock_unref_fd(fd, o);
+		return es__sock_close(fd, o);
+	else if (es__is_mark(o))
+		es__fd_set(fd, NULL);    /* a socket never used: no lock, no free */
 	return R_(close)(fd);
 }
 
-int shutdown(int fd, int how)
+static int shutdown_held(int fd, int how)
 {
 	GUARD(shutdown, fd, how);
 	struct es_sock *s = es__sock(fd);
@@ -202,20 +215,40 @@ int shutdown(int fd, int how)
 	return es__shutdown(s, how);
 }
 
-/* newfd now also refers to oldfd's object */
-static void alias(int oldfd, int newfd)
+/* newfd now also refers to oldfd's object; -1 (EMFILE, newfd closed) when
+ * newfd is beyond the table: its writes would go down the kernel socket */
+static int alias(int oldfd, int newfd)
 {
 	void *o = es__fd_get(oldfd);
 	if (!o || newfd < 0 || newfd == oldfd)
-		return;
+		return newfd;
 	int *kind = o;
+	if (es__is_mark(o) && es__fd_fits(newfd))
+		es__fd_set(newfd, o);    /* both a candidate; the first used makes the object */
 	if (*kind != ES_KIND_SOCK)
-		return;
+		return newfd;
 	struct es_sock *s = o;
+	if (!es__fd_fits(newfd)) {
+		es__log("fd %d is beyond the shim's fd table: the duplicate of fd %d is refused", newfd, oldfd);
+		R_(close)(newfd);
+		errno = EMFILE;
+		return -1;
+	}
 	es__fd_lock();
 	s->refs++;
 	es__fd_set(newfd, s);
 	es__fd_unlock();
+	return newfd;
+}
+
+/* dup2/dup3 onto nfd, which the table cannot hold: refused before anything happens */
+static int beyond(int fd, int nfd)
+{
+	if (nfd == fd || es__fd_fits(nfd) || !es__sock(fd))
+		return 0;
+	es__log("fd %d is beyond the shim's fd table: dup2 of fd %d onto it is refused", nfd, fd);
+	errno = EBADF;
+	return 1;
 }
 
 /* newfd is about to be closed implicitly by dup2/dup3 */
@@ -228,36 +261,41 @@ static void drop_target(int oldfd, int newfd)
 		es__epset_close(newfd, o);
 	else if (*(int *)o == ES_KIND_SOCK)
 		es__sock_unref_fd(newfd, o);
+	else if (es__is_mark(o))
+		es__fd_set(newfd, NULL);
 }
 
 int dup(int fd)
 {
 	int r = R_(dup)(fd);
 	if (r >= 0 && !es__tl_in)
-		alias(fd, r);
+		r = alias(fd, r);
 	return r;
 }
 
 int dup2(int fd, int nfd)
 {
 	GUARD(dup2, fd, nfd);
-	if (R_(fcntl)(fd, F_GETFD) < 0)
+	if (R_(fcntl)(fd, F_GETFD) < 0 || beyond(fd, nfd))
 		return -1;
 	drop_target(fd, nfd);
 	int r = R_(dup2)(fd, nfd);
 	if (r >= 0)
-		alias(fd, r);
+		r = alias(fd, r);
 	return r;
 }
 
 int dup3(int fd, int nfd, int flags)
 {
 	GUARD(dup3, fd, nfd, flags);
-	if (fd != nfd && R_(fcntl)(fd, F_GETFD) >= 0)
+	if (fd != nfd && R_(fcntl)(fd, F_GETFD) >= 0) {
+		if (beyond(fd, nfd))
+			return -1;
 		drop_target(fd, nfd);
+	}
 	int r = R_(dup3)(fd, nfd, flags);
 	if (r >= 0)
-		alias(fd, r);
+		r = alias(fd, r);
 	return r;
 }
 
@@ -267,8 +305,8 @@ static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, uintptr_t arg)
 	if (r < 0 || es__tl_in)
 		return r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
-		alias(fd, r);
-	} else if (cmd == F_SETFL) {
+		r = alias(fd, r);
+	} else if (cmd == F_SETFL && !es__mark_nonblock(fd, !!(arg & O_NONBLOCK))) {
 		struct es_sock *s = es__sock(fd);
 		if (s)
 			s->nonblock = !!(arg & O_NONBLOCK);
@@ -300,12 +338,8 @@ int fcntl64(int fd, int cmd, ...)
 	return do_fcntl(real_fcntl64, fd, cmd, arg);
 }
 
-int ioctl(int fd, unsigned long req, ...)
+static int ioctl_held(int fd, unsigned long req, void *arg)
 {
-	va_list ap;
-	va_start(ap, req);
-	void *arg = va_arg(ap, void *);
-	va_end(ap);
 	struct es_sock *s = es__tl_in ? NULL : es__sock(fd);
 	if (s && req == FIONREAD) {
 		if (es__st_undecided(s))
@@ -317,7 +351,7 @@ int ioctl(int fd, unsigned long req, ...)
 		}
 	}
 	int r = R_(ioctl)(fd, req, arg);
-	if (r == 0 && s && req == FIONBIO && (s = es__sock(fd)))
+	if (r == 0 && req == FIONBIO && !es__tl_in && !es__mark_nonblock(fd, !!*(int *)arg) && (s = es__sock(fd)))
 		s->nonblock = !!*(int *)arg;
 	return r;
 }
@@ -339,7 +373,7 @@ static int tcp_shaping(int level, int name)
 	return level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK || name == TCP_QUICKACK);
 }
 
-int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
+static int setsockopt_held(int fd, int level, int name, const void *v, socklen_t len)
 {
 	struct es_sock *s0 = es__tl_in ? NULL : es__sock(fd);
 	if (s0 && s0->state == ES_EMP && tcp_shaping(level, name) && v && len >= sizeof(int)) {
@@ -349,7 +383,7 @@ int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
 	}
 	int r = R_(setsockopt)(fd, level, name, v, len);
 	struct es_sock *s;
-	if (r < 0 || es__tl_in || !(s = es__sock(fd)))
+	if (r < 0 || es__tl_in || !(s = es__sock_cand(fd)))   /* the options are kept from now on */
 		return r;
 	if (tcp_shaping(level, name) && v && len >= sizeof(int)) {
 		int on = !!*(const int *)v;       /* kept for when the socket becomes EMP */
@@ -369,7 +403,7 @@ int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
 	return r;
 }
 
-int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
+static int getsockopt_held(int fd, int level, int name, void *v, socklen_t *len)
 {
 	GUARD(getsockopt, fd, level, name, v, len);
 	struct es_sock *s = es__sock(fd);
@@ -409,24 +443,31 @@ int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 	return R_(getpeername)(fd, sa, len);
 }
 
-static void exec_check(int fd, void *o, void *arg)
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	(void)arg;
-	struct es_sock *s = o;
-	if (s->kind != ES_KIND_SOCK || s->state != ES_EMP)
-		return;
-	int fl = R_(fcntl)(fd, F_GETFD);
-	if (fl >= 0 && !(fl & FD_CLOEXEC)) {
-		es__log("fd %d carries an EMP connection, which cannot cross exec; resetting it", fd);
-		struct linger lg = { 1, 0 };
-		R_(setsockopt)(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-		R_(shutdown)(fd, SHUT_RDWR);
-	}
+	return HELD(connect_held(fd, sa, len));
 }
 
-int execve(const char *path, char *const argv[], char *const envp[])
+int shutdown(int fd, int how)
 {
-	if (!es__tl_in)
-		es__fd_foreach(exec_check, NULL);
-	return R_(execve)(path, argv, envp);
+	return HELD(shutdown_held(fd, how));
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return HELD(ioctl_held(fd, req, arg));
+}
+
+int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
+{
+	return HELD(setsockopt_held(fd, level, name, v, len));
+}
+
+int getsockopt(int fd, int level, int name, void *v, socklen_t *len)
+{
+	return HELD(getsockopt_held(fd, level, name, v, len));
 }

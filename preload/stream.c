@@ -445,7 +445,7 @@ void es__process(struct es_sock *s)
 	if (changed) {
 		es__sock_update(s, 1);
 		if (c->closing)
-			es__zombie_changed();
+			es__zombie_changed(c);
 	}
 }
 

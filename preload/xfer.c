@@ -92,6 +92,19 @@ static void sigpipe(int flags)
 		pthread_kill(pthread_self(), SIGPIPE);
 }
 
+/* At the EMP stream's end: bytes on the kernel socket (a program that got
+ * it across exec, or the peer not speaking EMP there) were never delivered,
+ * so the end is not clean (one system call, at the end only). Lock held. */
+static int eof_unclean(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	char b;
+	if (c->kdead || s->kfd < 0 || R_(recv)(s->kfd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0)
+		return 0;
+	es__kernel_check(s);
+	return c->err && !c->err_told;
+}
+
 ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 {
 	size_t want = 0, got = 0;
@@ -114,6 +127,11 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 		}
 		if (got == want && want)
 			break;
+		if (c->rfin && !got && want && !(flags & MSG_PEEK) && eof_unclean(s)) {
+			c->err_told = 1;
+			ret = -c->err;
+			goto out;
+		}
 		if (c->rfin || c->shut_rd)
 			break;
 		if (c->err || c->kdead) {
