@@ -1,4 +1,4 @@
-/* conn.h: the per-connection EMP stream state shared by stream.c, xfer.c and close.c. */
+/* conn.h: the per-connection EMP stream state shared by stream_engine.c, stream_app.c and linger.c. */
 #ifndef EMP_CONN_H
 #define EMP_CONN_H
 
@@ -61,7 +61,7 @@ struct es_conn {
 	 * own FIN is through, the peer's FIN seen and nothing is left to send; so
 	 * after the peer's BYE nothing more can come and the receives may go */
 	int closing, close_want, peer_closed;
-	int dying;                       /* given up: torn down at zdl (close.c detach) */
+	int dying;                       /* given up: torn down at zdl (linger.c detach) */
 	/* The close exchange: the closing side's FIN carries ES_CLOSE (no
 	 * separate message; the peer then sends without credits); a FIN with
 	 * CLOSE, or sent after the peer's FIN, with no control message in
@@ -89,9 +89,9 @@ int es__conn_post_ctrl(struct es_conn *c);
 int es__conn_post_data(struct es_conn *c);
 /* connection ids in use (connsetup.c): released when a connection is freed */
 void es__conn_lid_release(uint32_t lid);
-/* a lingering connection moved: threads waiting for zombies look again (close.c) */
+/* a lingering connection moved: threads waiting for zombies look again (linger.c) */
 void es__zombie_changed(struct es_conn *c);
-/* tests only: one pass over the lingering connections; how many are left (close.c) */
+/* tests only: one pass over the lingering connections; how many are left (linger.c) */
 int es__zombies_reap(void);
 extern int es__reaper_off;   /* tests only: no reaper thread (virtual time) */
 /* empstat's connection rows (connsetup.c). es__conn_row (s->lock held) fills

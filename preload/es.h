@@ -268,7 +268,7 @@ extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombie
 /* the child's fix-ups, called by fork.c in this order after the locks are fresh */
 void es__init_atfork_child(void);             /* init.c: no endpoint, generation + 1 */
 /* es__fd_atfork_child (above), then: */
-void es__conn_atfork_child(void);             /* close.c */
+void es__conn_atfork_child(void);             /* linger.c */
 void es__ep_atfork_child(void);               /* epoll.c */
 void es__settle_atfork_child(void);           /* negotiate.c */
 void es__negc_atfork_child(void);             /* negclient.c */
@@ -312,8 +312,8 @@ int es__settle_begin(int fd, struct es_sock *s);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 
-/* ---- byte stream over EMP: set-up (connsetup.c, stream.c), completions and
- * readiness (stream.c), reads and writes (xfer.c), teardown (close.c) ---- */
+/* ---- byte stream over EMP: set-up (connsetup.c, stream_engine.c), completions and
+ * readiness (stream_engine.c), reads and writes (stream_app.c), teardown (linger.c) ---- */
 /* receives posted for messages from (peer_host, peer_ep) tagged lid, which
  * must carry key_rx (our key from the negotiation) */
 int es__conn_create(struct es_sock *s, uint16_t peer_host, uint16_t peer_ep, uint32_t lid, uint64_t key_rx);
@@ -331,10 +331,10 @@ int es__conn_set_peer(struct es_sock *s, uint16_t ep, uint32_t rid, unsigned nbu
 		      uint64_t key_tx);
 int es__conn_send_hello(struct es_sock *s);
 int es__conn_hello_seen(struct es_sock *s);
-/* close.c: the last fd is gone; 1 when the connection lingers (the linger
+/* linger.c: the last fd is gone; 1 when the connection lingers (the linger
  * list then owns s); flush: close in order (FIN), else give up */
 int es__conn_destroy(struct es_sock *s, int flush);
-/* close.c: at exit every connection closes in order (bounded wait) */
+/* linger.c: at exit every connection closes in order (bounded wait) */
 void es__flush_all(void);
 uint32_t es__conn_lid(struct es_sock *s);
 void es__process(struct es_sock *s);          /* lock held: take the completed requests */

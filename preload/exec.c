@@ -20,7 +20,7 @@
  * glibc reaches execve from these functions internally (not through the
  * PLT), so each needs its own wrapper. A file action of posix_spawn that
  * dup2s an EMP socket onto another descriptor is not seen here; the peer
- * resets the connection if bytes come on its kernel socket (stream.c).
+ * resets the connection if bytes come on its kernel socket (stream_engine.c).
  */
 #include <dlfcn.h>
 #include <errno.h>

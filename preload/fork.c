@@ -5,14 +5,14 @@
  *
  *   ep_lock        epoll.c      sets, registrations, s->epregs      -> s->lock, live_mu
  *   neg_lock       negclient.c  known servers, responder registry   -> s->lock
- *   zlock          close.c      the linger (zombie) list            -> s->lock
+ *   zlock          linger.c     the linger (zombie) list            -> s->lock
  *   s->lock        per socket   its state and stream                -> set->lock, libemp
  *   set->lock      per epoll set  its ready list
  *   es__g.lock     init.c       settings, opening the endpoint      -> libemp (emp_open)
  *   then short ones, none held while another shim lock is taken but for
  *   lid_lock -> rand_mu: settle_mu (negotiate.c), tab_lock (fdtable.c),
  *   live_mu (ready.c), lid_lock (connsetup.c), guard_mu (neglisten.c),
- *   zwlock (close.c), rand_mu (rand.c), resolve_lock (init.c)
+ *   zwlock (linger.c), rand_mu (rand.c), resolve_lock (init.c)
  *   libemp's own locks come after all of these (the shim calls libemp with
  *   s->lock or es__g.lock held; libemp calls back into the shim only through
  *   the completion hook, which takes s->lock with trylock and set->lock).
@@ -28,7 +28,7 @@
  *            those a parent thread may have held), then, in this order:
  *            settings and endpoint (init.c: no endpoint, generation + 1),
  *            sockets (fdtable.c: per-socket locks; EMP connections become
- *            FOREIGN), lingering connections (close.c: the parent's),
+ *            FOREIGN), lingering connections (linger.c: the parent's),
  *            epoll sets (epoll.c: per-set locks), settles in progress
  *            (negotiate.c: their threads stayed in the parent), the OFFER
  *            responder (negclient.c: it stayed in the parent), empstat's

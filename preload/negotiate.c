@@ -33,7 +33,7 @@
  * and a guard kept from the first negotiation on (neglisten.c). Keys come from
  * getrandom: skey ties ACCEPT and REJECT to the OFFER, and the EMP stream is
  * bound to both keys (every data message carries the receiver's key's low 32
- * bits, every control message all 64, stream.c), so a process or host that
+ * bits, every control message all 64, stream_engine.c), so a process or host that
  * did not take part cannot inject into, reset or read a stream by naming its
  * ids. An ACCEPT can still name any endpoint; the server sends that endpoint
  * nothing until a HELLO with skey has come from it: an endpoint that never
@@ -52,7 +52,7 @@
  * the client on the server's HELLO, which EMP delivers reliably because the
  * client posted its receives before sending ACCEPT. A side that gives up
  * after its receives were announced keeps them posted for a grace second
- * (close.c), so a message already on its way lands. Strict mode turns each
+ * (linger.c), so a message already on its way lands. Strict mode turns each
  * fallback with a configured peer into an error.
  *
  * Why the server offers: the process that first uses the accepted socket

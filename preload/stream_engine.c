@@ -1,4 +1,4 @@
-/* stream.c: the byte stream over EMP messages, engine side: buffers, credits, send staging, FIN, completions, readiness, liveness. */
+/* stream_engine.c: the byte stream over EMP messages, engine side: buffers, credits, send staging, FIN, completions, readiness, liveness. */
 /*
  * Per connection each side posts R persistent receives of ES_HDR+S bytes with
  * tag = its connection id (lid), and NCTRL small receives with tag lid|CTRL.
@@ -36,7 +36,7 @@ void es__set_err(struct es_conn *c, int e, int line)
 {
 	if (!c->err) {
 		c->err = e;
-		es__dbg("conn %u: error %d (stream.c:%d)", c->lid, e, line);
+		es__dbg("conn %u: error %d (stream_engine.c:%d)", c->lid, e, line);
 	}
 }
 

@@ -1,4 +1,4 @@
-/* close.c: ending EMP streams: teardown, lingering (zombie) connections until both sides' last message is through, SO_LINGER, the exit flush. */
+/* linger.c: ending EMP streams: teardown, lingering (zombie) connections until both sides' last message is through, SO_LINGER, the exit flush. */
 /*
  * close() returns at once (unless SO_LINGER asks it to wait for our FIN); the
  * connection lingers as a zombie holding a private dup of the kernel socket
@@ -8,7 +8,7 @@
  * anything (ES_LAST: after CLOSE the peer needs no credits, after the peer's
  * FIN none go back), so the exchange is two messages; a side whose FIN could
  * not carry LAST (a control message was on its way, or its FIN went out
- * before the close) ends with BYE (stream.c, conn.h). A zombie whose last message is
+ * before the close) ends with BYE (stream_engine.c, conn.h). A zombie whose last message is
  * acknowledged and whose peer has sent its last is torn down: no message can
  * be on its way to a receive we cancel.
  * A peer whose kernel connection ended (its process died, or its zombie is

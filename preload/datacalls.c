@@ -1,4 +1,4 @@
-/* io.c: the data calls: read/write/readv/writev/send/recv/sendto/recvfrom/sendmsg/recvmsg/sendfile and the __*_chk variants. */
+/* datacalls.c: the data calls: read/write/readv/writev/send/recv/sendto/recvfrom/sendmsg/recvmsg/sendfile and the __*_chk variants. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* xfer.c: the application side of an EMP stream: blocking/non-blocking recv and send, waiting, shutdown, FIONREAD, SO_ERROR. */
+/* stream_app.c: the application side of an EMP stream: blocking/non-blocking recv and send, waiting, shutdown, FIONREAD, SO_ERROR. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
