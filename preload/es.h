@@ -275,24 +275,26 @@ void es__negc_atfork_child(void);             /* negclient.c */
 void es__conn_rows_atfork_child(void);        /* connsetup.c */
 void es__rand_atfork_child(void);             /* rand.c */
 
-/* ---- negotiation (negotiate.c, negclient.c) ---- */
+/* ---- negotiation (negotiate.c, negclient.c, neglisten.c); prefixes: es__neg_
+ * shared by both sides (neg.h), es__negc_ the client (negclient.c), es__negs_
+ * the server's listeners and port guard (neglisten.c) ---- */
 /* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
-int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to);
+int es__negc_prepare(struct es_sock *s, const struct sockaddr_in *to);
 /* After the kernel connect was issued (it picked the port): the UDP twin
  * takes the same port number; with async (in progress) the process's OFFER
  * responder answers for the socket from now on, whatever the application
  * does. 1, or 0 (no side channel: kernel TCP), or -1 (strict mode: refuse). */
-int es__neg_client_start(struct es_sock *s, int async);
-int es__neg_client_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to);
+int es__negc_start(struct es_sock *s, int async);
+int es__negc_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to);
 /* listen(): the listener records each SYN (TCP_SAVE_SYN) so that accept can
  * tell a preloaded client from a plain one */
-void es__neg_listen(int fd);
+void es__negs_listen(int fd);
 /* a negotiation on the server's (ip, port): keep its UDP guard (neglisten.c) */
-void es__neg_guard(const struct sockaddr_in *a);
+void es__negs_guard(const struct sockaddr_in *a);
 /* bind() of a UDP socket failed with EADDRINUSE: 1 if a guard held that port and gave way */
-int es__neg_guard_yield(const struct sockaddr *sa, socklen_t len);
+int es__negs_guard_yield(const struct sockaddr *sa, socklen_t len);
 /* The socket is going away (last fd closed): the responder lets go of it. */
-void es__neg_forget(struct es_sock *s);
+void es__negc_forget(struct es_sock *s);
 /* close the negotiation side channel, if open */
 void es__neg_close_udp(struct es_sock *s);
 int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);

@@ -289,7 +289,7 @@ static void sock_final(struct es_sock *s)
 		return;
 	}
 	int own = s->kfd_own ? s->kfd : -1;   /* keep_kernel_fd's */
-	es__neg_forget(s);   /* the negotiation responder lets go of it first */
+	es__negc_forget(s);   /* the negotiation responder lets go of it first */
 	es__ep_sock_gone(s);
 	s->kind = 0;
 	s->orphan = 1;

@@ -7,7 +7,7 @@
  * nothing else to it, so an OFFER comes from the process that holds the
  * server's TCP port (negotiate.c).
  * A blocking connect settles at once; a non-blocking one is registered here
- * (es__neg_client_start) until it is decided or closed, and a background
+ * (es__negc_start) until it is decided or closed, and a background
  * thread, the responder (started with the first registration in each
  * process), sleeps in epoll on the registered side channels and answers each
  * OFFER as it arrives: it posts the connection's receives, sends ACCEPT and
@@ -38,7 +38,7 @@
  * Locks (order: fork.c): neg_lock guards the table, the responder's registry
  * and s->ng.st of registered sockets; the responder touches a socket only under neg_lock while it is
  * registered, and every path that frees a socket unregisters it first
- * (es__neg_forget). Fork (fork.c): the child has no responder; its registry starts
+ * (es__negc_forget). Fork (fork.c): the child has no responder; its registry starts
  * empty; a socket the parent already answered for is the parent's (FOREIGN in
  * the child), one still waiting is registered again when the child settles it.
  */
@@ -307,7 +307,7 @@ static int no_side_channel(const struct sockaddr_in *to)
 	return -1;
 }
 
-int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
+int es__negc_prepare(struct es_sock *s, const struct sockaddr_in *to)
 {
 	if (!es__conf() || es__neg_self_and_peer(NULL, to, ntohs(to->sin_port)) < 0)
 		return 0;
@@ -330,11 +330,11 @@ int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
 	in_port_t aport = a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
 						  : ((struct sockaddr_in *)&a)->sin_port;
 	/* The UDP twin takes the TCP port's number: the program's own port now,
-	 * else the one the kernel picks at connect (es__neg_client_bind; connect
+	 * else the one the kernel picks at connect (es__negc_bind; connect
 	 * picks it the way it does for any connection: ports held in TIME_WAIT
 	 * toward other servers are shared, which bind(0) would not do). */
 	int mark = NEG_TTL_MARK;
-	if ((aport && es__neg_client_bind(s, aport, to) < 0) ||
+	if ((aport && es__negc_bind(s, aport, to) < 0) ||
 	    R_(setsockopt)(s->kfd, IPPROTO_IP, IP_TTL, &mark, sizeof mark) < 0) {
 		es__neg_close_udp(s);
 		return no_side_channel(to);
@@ -348,7 +348,7 @@ int es__neg_client_prepare(struct es_sock *s, const struct sockaddr_in *to)
 /* The kernel gives one local port to connections toward different servers,
  * so twins of one port may coexist (SO_REUSEPORT, each connected to its own
  * server); another user cannot bind it (SO_REUSEPORT wants the same user). */
-int es__neg_client_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to)
+int es__negc_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *to)
 {
 	int udp = es__neg_udp_socket(), one = 1;
 	struct sockaddr_in u = { .sin_family = AF_INET, .sin_port = port };
@@ -362,10 +362,10 @@ int es__neg_client_bind(struct es_sock *s, in_port_t port, const struct sockaddr
 	return udp < 0 ? -1 : 0;
 }
 
-int es__neg_client_start(struct es_sock *s, int async)
+int es__negc_start(struct es_sock *s, int async)
 {
 	if (es__neg_name_in(s->kfd, 0, &s->local) < 0 || !s->local.sin_port ||
-	    (s->udp < 0 && es__neg_client_bind(s, s->local.sin_port, &s->remote) < 0))
+	    (s->udp < 0 && es__negc_bind(s, s->local.sin_port, &s->remote) < 0))
 		return no_side_channel(&s->remote) < 0 ? -1 : 0;
 	if (!async)
 		return 1;   /* settled at once by connect() */
@@ -375,7 +375,7 @@ int es__neg_client_start(struct es_sock *s, int async)
 	return 1;
 }
 
-void es__neg_forget(struct es_sock *s)
+void es__negc_forget(struct es_sock *s)
 {
 	if (!registered(s))
 		return;

@@ -23,7 +23,7 @@ static int nguards;
 static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t *const es__lk_guard = &guard_mu;   /* held across fork (fork.c) */
 
-void es__neg_guard(const struct sockaddr_in *a)
+void es__negs_guard(const struct sockaddr_in *a)
 {
 	pthread_mutex_lock(&guard_mu);
 	for (int i = 0; i < nguards; i++)
@@ -50,7 +50,7 @@ void es__neg_guard(const struct sockaddr_in *a)
 	pthread_mutex_unlock(&guard_mu);
 }
 
-int es__neg_guard_yield(const struct sockaddr *sa, socklen_t len)
+int es__negs_guard_yield(const struct sockaddr *sa, socklen_t len)
 {
 	struct sockaddr_in a;
 	if (!nguards || !sa || es__to_in(sa, len, &a) < 0 || !a.sin_port)
@@ -69,7 +69,7 @@ int es__neg_guard_yield(const struct sockaddr *sa, socklen_t len)
 	return found;
 }
 
-void es__neg_listen(int fd)
+void es__negs_listen(int fd)
 {
 	int e = errno, one = 1;
 	R_(setsockopt)(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);

@@ -223,7 +223,7 @@ void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, un
  * side channel. */
 static void abandon(struct es_sock *s)
 {
-	es__neg_forget(s);
+	es__negc_forget(s);
 	if (s->c)
 		es__conn_destroy(s, 0);
 	es__neg_close_udp(s);
@@ -231,7 +231,7 @@ static void abandon(struct es_sock *s)
 
 int es__neg_finish_emp(struct es_sock *s)
 {
-	es__neg_forget(s);
+	es__negc_forget(s);
 	es__sock_lock(s);
 	s->state = ES_EMP;
 	struct emp_conn_info ri;
@@ -298,7 +298,7 @@ static int neg_server_begin(struct es_sock *s, int *res)
 	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
 	if (host < 0)
 		return *res = es__neg_fallback(s, "no EMP endpoint"), 1;
-	es__neg_guard(&s->local);
+	es__negs_guard(&s->local);
 	int udp = es__neg_udp_socket(), one = 1;
 	if (udp < 0 || R_(setsockopt)(udp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
 	    R_(bind)(udp, (struct sockaddr *)&s->local, sizeof s->local) < 0 ||

@@ -52,7 +52,7 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 		es__drop_to_kernel(fd, s);
 		return R_(connect)(fd, sa, len);
 	}
-	int p = es__neg_client_prepare(s, &to);
+	int p = es__negc_prepare(s, &to);
 	if (p < 0)
 		return -1;
 	if (p == 0) {
@@ -68,7 +68,7 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 	int r = R_(connect)(fd, sa, len);
 	int e = errno, st = 0;
 	if (r == 0 || e == EINPROGRESS || e == EINTR || e == EALREADY)
-		st = es__neg_client_start(s, !blocking && r != 0);   /* in progress: OFFERs are answered from now on */
+		st = es__negc_start(s, !blocking && r != 0);   /* in progress: OFFERs are answered from now on */
 	if (blocking && r < 0 && e == EINPROGRESS) {   /* wait as connect would have */
 		struct pollfd p = { fd, POLLOUT, 0 };
 		int ms = s->sndtimeo_ns ? (int)((s->sndtimeo_ns + 999999) / 1000000) : -1;
@@ -124,7 +124,7 @@ int bind(int fd, const struct sockaddr *sa, socklen_t len)
 		int type = 0;
 		socklen_t tl = sizeof type;
 		if (R_(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_DGRAM &&
-		    es__neg_guard_yield(sa, len))
+		    es__negs_guard_yield(sa, len))
 			r = R_(bind)(fd, sa, len);   /* the program's own use of the port comes first */
 		else
 			errno = EADDRINUSE;
@@ -138,7 +138,7 @@ int listen(int fd, int backlog)
 	struct es_sock *s = es__sock_cand(fd);
 	if (s && s->state == ES_CAND) {
 		int e = errno;
-		es__neg_listen(fd);          /* the SYN tells a preloaded client from a plain one */
+		es__negs_listen(fd);          /* the SYN tells a preloaded client from a plain one */
 		es__drop_to_kernel(fd, s);   /* accept() checks each connection itself */
 		errno = e;
 	}
