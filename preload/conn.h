@@ -25,13 +25,18 @@ struct es_conn {
 	emp_addr_t peer;
 	int peer_known;
 	int held;                        /* emp_peer_hold on peer (released at teardown) */
-	/* receive */
-	unsigned R, S;
-	int data_posted;                 /* the R receives are posted (the server: once the peer's endpoint is proved) */
+	/* receive: a ring of rx_slots slots; a slot's sequence number q (counting
+	 * from 0, never wrapping) is slot q % rx_slots. Below rx_read: read by the
+	 * application and posted again; [rx_read, rx_done): completed, holding
+	 * bytes not yet read; [rx_done, rx_read + rx_slots): posted, waiting */
+	unsigned rx_slots;               /* receives posted per connection (EMP_SOCK_BUFS; credits the peer holds) */
+	unsigned rx_slot_sz;             /* payload bytes per receive slot (EMP_SOCK_BUFSZ), after ES_HDR */
+	int data_posted;                 /* the rx_slots receives are posted (the server: once the peer's endpoint is proved) */
 	uint8_t *rbuf;
 	emp_req_t **rreq;
 	uint32_t *rlen, *roff;
-	uint64_t rh, rc;
+	uint64_t rx_read;                /* oldest slot the application has not read to its end */
+	uint64_t rx_done;                /* next slot to complete (completions come in this order) */
 	size_t rbytes;
 	unsigned to_return;
 	int rfin;
@@ -44,14 +49,21 @@ struct es_conn {
 	uint16_t hello_ep;               /* the endpoint the peer's HELLO came from */
 	uint64_t key_rx, key_tx;         /* ours (the peer presents it), the peer's (we present it) */
 	unsigned forged;                 /* messages dropped for a wrong key or token */
-	/* send */
-	unsigned W, PS, credits;
+	/* send: a ring of tx_slots slots, numbered like the receive ring. Below
+	 * tx_done: completed, free again; [tx_done, tx_posted): posted, in flight;
+	 * [tx_posted, tx_staged): filled by the application, waiting for a credit
+	 * (the last one may still be appended to) */
+	unsigned tx_slots;               /* send slots (= rx_slots) */
+	unsigned tx_slot_sz;             /* payload bytes per send slot: min(ours, the peer's rx_slot_sz) */
+	unsigned credits;                /* receives the peer has posted for us: data messages we may post */
 	unsigned peer_bufs;              /* the peer's receive buffers: credits never exceed them */
 	uint8_t *sbuf;
 	emp_req_t **sreq;
 	uint32_t *slen;
 	uint8_t *sdone, *sfin;
-	uint64_t sh, sp, st;
+	uint64_t tx_done;                /* oldest slot not free yet (freed in order as sends complete) */
+	uint64_t tx_posted;              /* next slot to post (needs a credit) */
+	uint64_t tx_staged;              /* next slot the application starts (it appends to the one before while unposted) */
 	int fin_want, fin_staged, fin_done;
 	/* state */
 	int err, err_told, kdead, shut_rd, shut_wr;
@@ -78,12 +90,12 @@ struct es_conn {
 	int64_t row_ns;                  /* last published */
 };
 
-static inline uint8_t *rslot(struct es_conn *c, uint64_t seq) { return c->rbuf + (seq % c->R) * (size_t)(ES_HDR + c->S); }
-static inline uint8_t *sslot(struct es_conn *c, uint64_t seq) { return c->sbuf + (seq % c->W) * (size_t)(ES_HDR + c->PS); }
+static inline uint8_t *rslot(struct es_conn *c, uint64_t seq) { return c->rbuf + (seq % c->rx_slots) * (size_t)(ES_HDR + c->rx_slot_sz); }
+static inline uint8_t *sslot(struct es_conn *c, uint64_t seq) { return c->sbuf + (seq % c->tx_slots) * (size_t)(ES_HDR + c->tx_slot_sz); }
 
 void es__set_err(struct es_conn *c, int e, int line);
 /* connsetup.c: the peer held in the engine; control receives (from c->peer,
- * whose endpoint may be any), data receives (R, in ring order) */
+ * whose endpoint may be any), data receives (rx_slots, in ring order) */
 int es__conn_hold(struct es_conn *c);
 int es__conn_post_ctrl(struct es_conn *c);
 int es__conn_post_data(struct es_conn *c);

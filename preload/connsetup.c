@@ -133,7 +133,7 @@ int es__conn_row(struct es_conn *c, struct emp_conn_info *i)
 		.peer_host = c->peer.host, .peer_ep = c->peer.ep,
 		.bytes_in = c->nin, .bytes_out = c->nout,
 		.credits_tx = c->credits,
-		.credits_rx = c->data_posted ? c->R - (unsigned)(c->rc - c->rh) : 0,
+		.credits_rx = c->data_posted ? c->rx_slots - (unsigned)(c->rx_done - c->rx_read) : 0,
 	};
 	snprintf(i->state, sizeof i->state, "%s", row_names[st]);
 	c->row_st = st;
@@ -195,13 +195,13 @@ int es__conn_post_ctrl(struct es_conn *c)
 int es__conn_post_data(struct es_conn *c)
 {
 	int r = 0;
-	for (unsigned i = 0; i < c->R && r == 0; i++) {
-		struct iovec v = { rslot(c, i), ES_HDR + c->S };
+	for (unsigned i = 0; i < c->rx_slots && r == 0; i++) {
+		struct iovec v = { rslot(c, i), ES_HDR + c->rx_slot_sz };
 		r = emp_recv_init(c->ep, c->peer, c->lid, &v, 1, &c->rreq[i]);
 		if (r == 0)
 			emp_req_set_user(c->rreq[i], c);
 	}
-	if (r == 0 && emp_start_many(c->ep, c->rreq, (int)c->R) != (int)c->R)
+	if (r == 0 && emp_start_many(c->ep, c->rreq, (int)c->rx_slots) != (int)c->rx_slots)
 		r = -EIO;
 	c->data_posted = r == 0;
 	return r;

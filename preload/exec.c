@@ -67,7 +67,7 @@ static void flush_sends(struct es_sock *s, int64_t dl)
 	struct es_conn *c = s->c;
 	if (c)
 		es__flush(c);
-	while (c && s->c == c && c->sh != c->st && !c->err && !c->kdead && es__now_ns() < dl)
+	while (c && s->c == c && c->tx_done != c->tx_staged && !c->err && !c->kdead && es__now_ns() < dl)
 		if (es__wait(s, dl) < 0)
 			break;
 	es__sock_unlock(s);

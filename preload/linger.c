@@ -77,25 +77,25 @@ static void teardown_locked(struct es_sock *s)
 	struct es_conn *c = s->c;
 	/* no completion hook may find c from here on: its requests stop naming
 	 * it, and a hook that read one before finishes first */
-	for (unsigned i = 0; c->rreq && i < c->R; i++)
+	for (unsigned i = 0; c->rreq && i < c->rx_slots; i++)
 		unown(c->rreq[i]);
 	for (int i = 0; i < NCTRL; i++)
 		unown(c->creq[i]);
-	for (unsigned i = 0; c->sreq && i < c->W; i++)
+	for (unsigned i = 0; c->sreq && i < c->tx_slots; i++)
 		unown(c->sreq[i]);
 	unown(c->csend);
 	es__hooks_quiesce();
 	es__live_del(s);
 	es__tl_in++;
-	for (uint64_t q = c->sh; q < c->sp; q++) {
+	for (uint64_t q = c->tx_done; q < c->tx_posted; q++) {
 		struct emp_status st;
-		unsigned i = q % c->W;
+		unsigned i = q % c->tx_slots;
 		if (!c->sdone[i] && emp_wait(c->ep, c->sreq[i], &st, 0) == 0)
 			c->leak = 1;
 	}
-	emp_cancel_many(c->ep, c->rreq, (int)c->R);    /* one look at the engine for all */
+	emp_cancel_many(c->ep, c->rreq, (int)c->rx_slots);    /* one look at the engine for all */
 	emp_cancel_many(c->ep, c->creq, NCTRL);
-	for (unsigned i = 0; i < c->R; i++)
+	for (unsigned i = 0; i < c->rx_slots; i++)
 		req_done(c, c->rreq[i], 1);
 	for (int i = 0; i < NCTRL; i++)
 		req_done(c, c->creq[i], 1);
@@ -108,7 +108,7 @@ static void teardown_locked(struct es_sock *s)
 	}
 	/* the send slots' descriptors go back to the engine's pool (those still
 	 * in flight, -EBUSY, stay with the leaked connection) */
-	for (unsigned i = 0; c->sreq && i < c->W; i++)
+	for (unsigned i = 0; c->sreq && i < c->tx_slots; i++)
 		if (c->sreq[i])
 			emp_req_free(c->ep, c->sreq[i]);
 	if (c->csend)
@@ -129,7 +129,7 @@ pthread_mutex_t *const es__lk_zombies = &zlock;
 
 static int sends_idle(const struct es_conn *c)
 {
-	return c->sh == c->sp && !c->cbusy;
+	return c->tx_done == c->tx_posted && !c->cbusy;
 }
 
 static int zombie_done(struct es_conn *c, int64_t now)

@@ -48,10 +48,10 @@ static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t 
 		vo -= iov[vi].iov_len;
 		vi++;
 	}
-	uint64_t q = c->rh;
-	uint32_t off = q < c->rc ? c->roff[q % c->R] : 0;
-	while (n < want && q < c->rc && vi < iovcnt) {
-		unsigned i = q % c->R;
+	uint64_t q = c->rx_read;
+	uint32_t off = q < c->rx_done ? c->roff[q % c->rx_slots] : 0;
+	while (n < want && q < c->rx_done && vi < iovcnt) {
+		unsigned i = q % c->rx_slots;
 		uint32_t avail = c->rlen[i] - off;
 		if (!avail) {
 			q++;
@@ -71,13 +71,13 @@ static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t 
 		}
 	}
 	if (!peek) {
-		while (c->rh < q)
+		while (c->rx_read < q)
 			es__retire_head(c);
-		if (q < c->rc) {
-			if (off == c->rlen[q % c->R])
+		if (q < c->rx_done) {
+			if (off == c->rlen[q % c->rx_slots])
 				es__retire_head(c);
 			else
-				c->roff[q % c->R] = off;
+				c->roff[q % c->rx_slots] = off;
 		}
 		c->rbytes -= n;
 	}
@@ -200,19 +200,19 @@ ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int fla
 			goto out;
 		}
 		while (sent < total && es__can_stage(c)) {
-			if (!(c->st > c->sp && c->slen[(c->st - 1) % c->W] < c->PS &&
-			      !c->sfin[(c->st - 1) % c->W])) {
-				c->slen[c->st % c->W] = 0;
-				c->sfin[c->st % c->W] = 0;
-				c->st++;
+			if (!(c->tx_staged > c->tx_posted && c->slen[(c->tx_staged - 1) % c->tx_slots] < c->tx_slot_sz &&
+			      !c->sfin[(c->tx_staged - 1) % c->tx_slots])) {
+				c->slen[c->tx_staged % c->tx_slots] = 0;
+				c->sfin[c->tx_staged % c->tx_slots] = 0;
+				c->tx_staged++;
 			}
-			unsigned i = (c->st - 1) % c->W;
-			uint8_t *b = sslot(c, c->st - 1) + ES_HDR;
-			while (sent < total && c->slen[i] < c->PS) {
+			unsigned i = (c->tx_staged - 1) % c->tx_slots;
+			uint8_t *b = sslot(c, c->tx_staged - 1) + ES_HDR;
+			while (sent < total && c->slen[i] < c->tx_slot_sz) {
 				while (vi < iovcnt && vo == iov[vi].iov_len) { vi++; vo = 0; }
 				size_t k = iov[vi].iov_len - vo;
-				if (k > c->PS - c->slen[i])
-					k = c->PS - c->slen[i];
+				if (k > c->tx_slot_sz - c->slen[i])
+					k = c->tx_slot_sz - c->slen[i];
 				memcpy(b + c->slen[i], (const char *)iov[vi].iov_base + vo, k);
 				c->slen[i] += k; vo += k; sent += k;
 			}

@@ -1,7 +1,7 @@
 /* stream_engine.c: the byte stream over EMP messages, engine side: buffers, credits, send staging, FIN, completions, readiness, liveness. */
 /*
- * Per connection each side posts R persistent receives of ES_HDR+S bytes with
- * tag = its connection id (lid), and NCTRL small receives with tag lid|CTRL.
+ * Per connection each side posts R (c->rx_slots) persistent receives of ES_HDR+S
+ * (c->rx_slot_sz) bytes, tag = its connection id (lid), and NCTRL small receives with tag lid|CTRL.
  * The peer holds R credits; one data message consumes one credit and carries
  * at most S payload bytes after an 8-byte header {credits returned, flags,
  * token}. Connection ids are random (getrandom) and every message carries the
@@ -59,7 +59,7 @@ static void add_credits(struct es_conn *c, uint32_t n)
 
 int es__post_recv(struct es_conn *c, uint64_t seq)
 {
-	int r = emp_start(c->ep, c->rreq[seq % c->R]);
+	int r = emp_start(c->ep, c->rreq[seq % c->rx_slots]);
 	if (r < 0)
 		set_err(c, ECONNRESET);
 	return r;
@@ -77,16 +77,16 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid
 	c->s = s;
 	c->ep = ep;
 	c->gen = es__g.gen;
-	c->R = es__g.nbufs;
-	c->S = es__g.bufsz;
+	c->rx_slots = es__g.nbufs;
+	c->rx_slot_sz = es__g.bufsz;
 	c->lid = lid;
 	c->key_rx = key_rx;
 	c->peer.host = host;
 	c->peer.ep = pep;
-	c->rbuf = malloc((size_t)c->R * (ES_HDR + c->S));
-	c->rreq = calloc(c->R, sizeof *c->rreq);
-	c->rlen = calloc(c->R, sizeof *c->rlen);
-	c->roff = calloc(c->R, sizeof *c->roff);
+	c->rbuf = malloc((size_t)c->rx_slots * (ES_HDR + c->rx_slot_sz));
+	c->rreq = calloc(c->rx_slots, sizeof *c->rreq);
+	c->rlen = calloc(c->rx_slots, sizeof *c->rlen);
+	c->roff = calloc(c->rx_slots, sizeof *c->roff);
 	if (!c->rbuf || !c->rreq || !c->rlen || !c->roff)
 		goto fail;
 	s->c = c;       /* before the first receive can complete: the hook finds it */
@@ -122,20 +122,20 @@ int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nb
 	c->key_tx = key_tx;
 	c->credits = nbufs;
 	c->peer_bufs = nbufs;
-	c->PS = bufsz < c->S ? bufsz : c->S;
-	c->W = c->R;
-	c->sbuf = malloc((size_t)c->W * (ES_HDR + c->PS));
-	c->sreq = calloc(c->W, sizeof *c->sreq);
-	c->slen = calloc(c->W, sizeof *c->slen);
-	c->sdone = calloc(c->W, 1);
-	c->sfin = calloc(c->W, 1);
+	c->tx_slot_sz = bufsz < c->rx_slot_sz ? bufsz : c->rx_slot_sz;
+	c->tx_slots = c->rx_slots;
+	c->sbuf = malloc((size_t)c->tx_slots * (ES_HDR + c->tx_slot_sz));
+	c->sreq = calloc(c->tx_slots, sizeof *c->sreq);
+	c->slen = calloc(c->tx_slots, sizeof *c->slen);
+	c->sdone = calloc(c->tx_slots, 1);
+	c->sfin = calloc(c->tx_slots, 1);
 	if (!c->sbuf || !c->sreq || !c->slen || !c->sdone || !c->sfin) {
 		set_err(c, ENOMEM);
 		return -1;
 	}
 	int r = 0;
-	for (unsigned i = 0; i < c->W && r == 0; i++) {
-		struct iovec v = { sslot(c, i), ES_HDR + c->PS };
+	for (unsigned i = 0; i < c->tx_slots && r == 0; i++) {
+		struct iovec v = { sslot(c, i), ES_HDR + c->tx_slot_sz };
 		r = emp_send_init(c->ep, c->peer, c->rid, &v, 1, &c->sreq[i]);
 		if (r == 0)
 			emp_req_set_user(c->sreq[i], c);
@@ -168,13 +168,13 @@ void es__log_once_nobufs(void)
 
 void es__retire_head(struct es_conn *c)
 {
-	unsigned i = c->rh % c->R;
+	unsigned i = c->rx_read % c->rx_slots;
 	if (c->roff[i] != ES_SKIP)       /* a forged message took no credit of the peer's */
 		c->to_return++;
 	c->roff[i] = 0;
 	c->rlen[i] = 0;
-	es__post_recv(c, c->rh);
-	c->rh++;
+	es__post_recv(c, c->rx_read);
+	c->rx_read++;
 }
 
 static int send_ctrl(struct es_conn *c, uint32_t type)
@@ -205,9 +205,9 @@ int es__can_stage(struct es_conn *c)
 {
 	if (!c->peer_known || c->fin_want)
 		return 0;
-	if (c->st > c->sp && !c->sfin[(c->st - 1) % c->W] && c->slen[(c->st - 1) % c->W] < c->PS)
+	if (c->tx_staged > c->tx_posted && !c->sfin[(c->tx_staged - 1) % c->tx_slots] && c->slen[(c->tx_staged - 1) % c->tx_slots] < c->tx_slot_sz)
 		return 1;
-	return c->st - c->sh < c->W;
+	return c->tx_staged - c->tx_done < c->tx_slots;
 }
 
 /* post staged slots while credits last; stage FIN; return credits */
@@ -216,22 +216,22 @@ void es__flush(struct es_conn *c)
 	if (!c->peer_known || c->err)
 		return;
 	if (c->fin_want && !c->fin_staged) {
-		if (c->st > c->sp) {
-			c->sfin[(c->st - 1) % c->W] = 1;
+		if (c->tx_staged > c->tx_posted) {
+			c->sfin[(c->tx_staged - 1) % c->tx_slots] = 1;
 			c->fin_staged = 1;
-		} else if (c->st - c->sh < c->W) {
-			c->slen[c->st % c->W] = 0;
-			c->sfin[c->st % c->W] = 1;
-			c->st++;
+		} else if (c->tx_staged - c->tx_done < c->tx_slots) {
+			c->slen[c->tx_staged % c->tx_slots] = 0;
+			c->sfin[c->tx_staged % c->tx_slots] = 1;
+			c->tx_staged++;
 			c->fin_staged = 1;
 		}
 	}
 	/* a peer that closed (ES_CLOSE) reposts every receive as it discards what
 	 * arrives and returns no credits: what is left goes without them (a
 	 * message that finds no receive yet is resent by the engine) */
-	while (c->sp < c->st && (c->credits > 0 || c->peer_closed)) {
-		unsigned i = c->sp % c->W;
-		uint8_t *b = sslot(c, c->sp);
+	while (c->tx_posted < c->tx_staged && (c->credits > 0 || c->peer_closed)) {
+		unsigned i = c->tx_posted % c->tx_slots;
+		uint8_t *b = sslot(c, c->tx_posted);
 		uint16_t cr = (uint16_t)c->to_return;   /* R <= 65535 (es.h bounds) */
 		uint16_t fl = c->sfin[i] ? ES_FIN : 0;
 		if (fl && c->close_want) {      /* "I closed" rides in the FIN */
@@ -257,11 +257,11 @@ void es__flush(struct es_conn *c)
 		c->to_return = 0;
 		if (c->credits)
 			c->credits--;
-		c->sp++;
+		c->tx_posted++;
 	}
 	/* credits are useless to a peer that has sent FIN: none after it (the
 	 * closing side relies on that to know when the peer has gone quiet) */
-	unsigned thresh = c->R / 4 ? c->R / 4 : 1;
+	unsigned thresh = c->rx_slots / 4 ? c->rx_slots / 4 : 1;
 	if (c->cbusy)
 		return;
 	if (c->bye_sent || c->fin_last)
@@ -274,7 +274,7 @@ void es__flush(struct es_conn *c)
 			c->close_want = 0;
 	} else if (c->to_return >= thresh && !c->rfin) {
 		send_ctrl(c, CT_CREDIT);
-	} else if (c->rfin && c->fin_done && c->sh == c->st) {
+	} else if (c->rfin && c->fin_done && c->tx_done == c->tx_staged) {
 		if (send_ctrl(c, CT_BYE) == 0)
 			c->bye_sent = 1;
 	}
@@ -285,8 +285,8 @@ static int reap_data(struct es_conn *c)
 {
 	struct emp_status st;
 	int changed = 0, r;
-	while (c->data_posted && c->rc < c->rh + c->R) {
-		unsigned i = c->rc % c->R;
+	while (c->data_posted && c->rx_done < c->rx_read + c->rx_slots) {
+		unsigned i = c->rx_done % c->rx_slots;
 		r = emp_reap(c->ep, c->rreq[i], &st);
 		if (r == 0)
 			break;
@@ -295,10 +295,10 @@ static int reap_data(struct es_conn *c)
 			set_err(c, r < 0 ? ECONNRESET : map_err(st.result));
 			if (c->err)
 				break;
-			es__post_recv(c, c->rc);   /* cancelled (teardown) */
+			es__post_recv(c, c->rx_done);   /* cancelled (teardown) */
 			continue;
 		}
-		uint8_t *b = rslot(c, c->rc);
+		uint8_t *b = rslot(c, c->rx_done);
 		uint16_t cr, fl;
 		uint32_t tok = 0;
 		memcpy(&cr, b, 2);
@@ -313,7 +313,7 @@ static int reap_data(struct es_conn *c)
 			c->forged++;
 			c->rlen[i] = 0;
 			c->roff[i] = ES_SKIP;
-			c->rc++;
+			c->rx_done++;
 			es__dbg("conn %u: message without its key dropped (%u so far)", c->lid, c->forged);
 			continue;
 		}
@@ -331,17 +331,17 @@ static int reap_data(struct es_conn *c)
 			c->rfin = 1;
 			c->rfin_ns = es__now_ns();
 		}
-		c->rc++;
+		c->rx_done++;
 	}
 	if (c->closing) {   /* nobody reads any more: discard, keep credits flowing */
-		while (c->rh < c->rc && c->rlen[c->rh % c->R]) {
+		while (c->rx_read < c->rx_done && c->rlen[c->rx_read % c->rx_slots]) {
 			es__retire_head(c);
 			changed = 1;
 		}
 		c->rbytes = 0;
 	}
 	/* empty non-FIN slots at the head (forged ones; none are sent empty) */
-	while (c->rh < c->rc && c->rlen[c->rh % c->R] == 0 && (!c->rfin || c->roff[c->rh % c->R] == ES_SKIP)) {
+	while (c->rx_read < c->rx_done && c->rlen[c->rx_read % c->rx_slots] == 0 && (!c->rfin || c->roff[c->rx_read % c->rx_slots] == ES_SKIP)) {
 		es__retire_head(c);
 		changed = 1;
 	}
@@ -396,8 +396,8 @@ static int reap_sends(struct es_conn *c)
 {
 	struct emp_status st;
 	int changed = 0, r;
-	for (uint64_t q = c->sh; q < c->sp; q++) {
-		unsigned i = q % c->W;
+	for (uint64_t q = c->tx_done; q < c->tx_posted; q++) {
+		unsigned i = q % c->tx_slots;
 		if (c->sdone[i])
 			continue;
 		r = emp_reap(c->ep, c->sreq[i], &st);
@@ -407,14 +407,14 @@ static int reap_sends(struct es_conn *c)
 		if (r < 0 || st.result < 0)
 			set_err(c, ECONNRESET);
 	}
-	while (c->sh < c->sp && c->sdone[c->sh % c->W]) {
-		unsigned i = c->sh % c->W;
+	while (c->tx_done < c->tx_posted && c->sdone[c->tx_done % c->tx_slots]) {
+		unsigned i = c->tx_done % c->tx_slots;
 		if (c->sfin[i])
 			c->fin_done = 1;
 		c->sdone[i] = 0;
 		c->sfin[i] = 0;
 		c->slen[i] = 0;
-		c->sh++;
+		c->tx_done++;
 		changed = 1;
 	}
 	if (c->cbusy) {
