@@ -92,6 +92,14 @@ struct es_conn {
 
 static inline uint8_t *rslot(struct es_conn *c, uint64_t seq) { return c->rbuf + (seq % c->rx_slots) * (size_t)(ES_HDR + c->rx_slot_sz); }
 static inline uint8_t *sslot(struct es_conn *c, uint64_t seq) { return c->sbuf + (seq % c->tx_slots) * (size_t)(ES_HDR + c->tx_slot_sz); }
+/* the last staged slot is not posted yet, carries no FIN and has room: a write appends to it */
+static inline int tx_tail_open(const struct es_conn *c)
+{
+	return c->tx_staged > c->tx_posted && !c->sfin[(c->tx_staged - 1) % c->tx_slots] &&
+	       c->slen[(c->tx_staged - 1) % c->tx_slots] < c->tx_slot_sz;
+}
+/* a send slot is free: the next one can be staged */
+static inline int tx_slot_free(const struct es_conn *c) { return c->tx_staged - c->tx_done < c->tx_slots; }
 
 void es__set_err(struct es_conn *c, int e, int line);
 /* connsetup.c: the peer held in the engine; control receives (from c->peer,

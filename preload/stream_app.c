@@ -200,8 +200,7 @@ ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int fla
 			goto out;
 		}
 		while (sent < total && es__can_stage(c)) {
-			if (!(c->tx_staged > c->tx_posted && c->slen[(c->tx_staged - 1) % c->tx_slots] < c->tx_slot_sz &&
-			      !c->sfin[(c->tx_staged - 1) % c->tx_slots])) {
+			if (!tx_tail_open(c)) {
 				c->slen[c->tx_staged % c->tx_slots] = 0;
 				c->sfin[c->tx_staged % c->tx_slots] = 0;
 				c->tx_staged++;

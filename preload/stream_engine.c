@@ -205,9 +205,7 @@ int es__can_stage(struct es_conn *c)
 {
 	if (!c->peer_known || c->fin_want)
 		return 0;
-	if (c->tx_staged > c->tx_posted && !c->sfin[(c->tx_staged - 1) % c->tx_slots] && c->slen[(c->tx_staged - 1) % c->tx_slots] < c->tx_slot_sz)
-		return 1;
-	return c->tx_staged - c->tx_done < c->tx_slots;
+	return tx_tail_open(c) || tx_slot_free(c);
 }
 
 /* post staged slots while credits last; stage FIN; return credits */
@@ -219,7 +217,7 @@ void es__flush(struct es_conn *c)
 		if (c->tx_staged > c->tx_posted) {
 			c->sfin[(c->tx_staged - 1) % c->tx_slots] = 1;
 			c->fin_staged = 1;
-		} else if (c->tx_staged - c->tx_done < c->tx_slots) {
+		} else if (tx_slot_free(c)) {
 			c->slen[c->tx_staged % c->tx_slots] = 0;
 			c->sfin[c->tx_staged % c->tx_slots] = 1;
 			c->tx_staged++;
