@@ -139,35 +139,44 @@ struct es_negst {
 };
 
 struct es_sock {
+	/* identity and lifetime (fdtable.c, sock.c, linger.c) */
 	int kind;                        /* ES_KIND_SOCK */
 	pthread_mutex_t lock;
-	atomic_int dirty;                /* completions to look at; set when lock was busy */
-	atomic_uint evmask;              /* readiness (poll bits) as of the last change, under lock */
-	atomic_uint seq;                 /* bumped by every change (es__sock_update) */
-	int state;
+	int state;                       /* ES_*: what the state means is listed below */
 	int refs;                        /* fds pointing here */
 	int kfd;                         /* one of those fds (the kernel socket) */
+	atomic_int users;                /* 1 while in the fd table + calls inside (es__sock_get) */
+	int orphan;                      /* closed by the app; a lingering connection frees it */
+	int dropped;                     /* went to the kernel: the last put only frees it */
+	int kfd_own;                     /* kfd is the shim's duplicate (the app closed its last fd) */
+	unsigned gen;
+	int err;                         /* sticky error for FAILED */
+
+	/* what the application set (sock.c) */
 	int nonblock;
-	int server;                      /* PENDING: 1 accepted, 0 connected */
 	int linger0;
 	unsigned tcpopt;                 /* bit n: TCP option n (NODELAY, CORK, QUICKACK) is on */
 	int64_t linger_ns;               /* SO_LINGER on with a timeout: close() waits this long for our FIN */
 	int64_t rcvtimeo_ns, sndtimeo_ns;   /* 0 = none */
-	int udp;                         /* client: side-channel socket, or -1 */
 	struct sockaddr_in local, remote;
-	int err;                         /* sticky error for FAILED */
-	struct es_conn *c;               /* EMP state (ES_EMP) */
+
+	/* negotiation (negotiate.c, negclient.c, neglisten.c) */
+	int server;                      /* PENDING: 1 accepted, 0 connected */
+	int udp;                         /* client: side-channel socket, or -1 */
+	struct es_negst ng;
+
+	/* readiness and waiting (ready.c, epoll.c, poll.c) */
+	atomic_int dirty;                /* completions to look at; set when lock was busy */
+	atomic_uint evmask;              /* readiness (poll bits) as of the last change, under lock */
+	atomic_uint seq;                 /* bumped by every change (es__sock_update) */
 	uint32_t ident;                  /* this socket's id in the liveness set (ready.c) */
 	int live;                        /* kfd in the liveness set */
 	int connected;                   /* CONNECTING: the kernel connect finished (liveness set saw it) */
 	struct es_epreg *epregs;         /* registrations in app epoll sets (lock and ep_lock) */
 	struct es_waiter *waiters;       /* threads in poll/read/write on it (lock) */
-	unsigned gen;
-	int orphan;                      /* closed by the app; a lingering connection frees it */
-	atomic_int users;                /* 1 while in the fd table + calls inside (es__sock_get) */
-	int dropped;                     /* went to the kernel: the last put only frees it */
-	int kfd_own;                     /* kfd is the shim's duplicate (the app closed its last fd) */
-	struct es_negst ng;
+
+	/* the EMP byte stream (stream_engine.c, stream_app.c, connsetup.c, linger.c) */
+	struct es_conn *c;               /* EMP state (ES_EMP) */
 };
 
 /* a thread waiting on s (woken through its es_wake by es__sock_update); s->lock held */
