@@ -175,6 +175,10 @@ void emp_peer_policy(emp_endpoint_t *ep, int hello_needs_hold);
 
 struct emp_counters;
 int emp_get_counters(emp_endpoint_t *ep, struct emp_counters *c);
+/* the counters as one line of text (messages, frames, retransmits, timeouts,
+ * fast retransmits, flow-control stalls, drops by reason) for a log: the
+ * length written, or -errno; needs no firmware header */
+int emp_counters_line(emp_endpoint_t *ep, char *buf, size_t len);
 /* engine memory: bytes reserved, peers and transfer records in use */
 void emp_get_usage(emp_endpoint_t *ep, size_t *bytes, uint32_t *peers, uint32_t *records);
 

@@ -542,6 +542,31 @@ int emp_get_counters(emp_endpoint_t *ep, struct emp_counters *c)
 	return 0;
 }
 
+int emp_counters_line(emp_endpoint_t *ep, char *buf, size_t len)
+{
+	struct emp_counters c;
+	int rc = emp_get_counters(ep, &c);
+	if (rc < 0)
+		return rc;
+	if (!buf || !len)
+		return -EINVAL;
+	char drops[512];
+	int n = 0;
+	drops[0] = 0;
+	for (int i = 0; i < EMP_DROP_MAX && n < (int)sizeof drops - 40; i++)
+		if (c.drops[i])
+			n += snprintf(drops + n, sizeof drops - (size_t)n, " %s=%llu", emp__drop_names[i],
+				      (unsigned long long)c.drops[i]);
+	int k = snprintf(buf, len, "msgs sent %llu received %llu, frames tx %llu rx %llu, retransmits %llu, "
+			 "timeouts %llu, fast %llu, fc stalls %llu, drops%s",
+			 (unsigned long long)c.msgs_sent, (unsigned long long)c.msgs_received,
+			 (unsigned long long)c.tx_frames, (unsigned long long)c.rx_frames,
+			 (unsigned long long)c.retransmits, (unsigned long long)c.timeouts,
+			 (unsigned long long)c.fast_retransmits, (unsigned long long)c.fc_stalls,
+			 drops[0] ? drops : " none");
+	return k < 0 ? -EINVAL : (size_t)k >= len ? (int)len - 1 : k;
+}
+
 void emp_get_usage(emp_endpoint_t *ep, size_t *bytes, uint32_t *peers, uint32_t *records)
 {
 	pthread_mutex_lock(&ep->eng_lock);

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "es.h"
-#include "fw.h"
 
 struct es_real es__real;
 __thread int es__tl_in __attribute__((tls_model("initial-exec")));
@@ -190,23 +189,9 @@ void es__init_atfork_child(void)
 
 static void dump_counters(void)
 {
-	struct emp_counters c;
-	if (!es__g.ep || emp_get_counters(es__g.ep, &c) < 0)
-		return;
-	char drops[512];
-	int n = 0;
-	drops[0] = 0;
-	for (int i = 0; i < EMP_DROP_MAX && n < (int)sizeof drops - 40; i++)
-		if (c.drops[i])
-			n += snprintf(drops + n, sizeof drops - n, " %s=%llu", emp__drop_names[i],
-				      (unsigned long long)c.drops[i]);
-	es__dbg("engine: msgs sent %llu received %llu, frames tx %llu rx %llu, retransmits %llu, "
-		"timeouts %llu, fast %llu, fc stalls %llu, drops%s",
-		(unsigned long long)c.msgs_sent, (unsigned long long)c.msgs_received,
-		(unsigned long long)c.tx_frames, (unsigned long long)c.rx_frames,
-		(unsigned long long)c.retransmits, (unsigned long long)c.timeouts,
-		(unsigned long long)c.fast_retransmits, (unsigned long long)c.fc_stalls,
-		drops[0] ? drops : " none");
+	char line[1024];
+	if (es__g.ep && emp_counters_line(es__g.ep, line, sizeof line) > 0)
+		es__dbg("engine: %s", line);
 }
 
 static void at_exit(void)

@@ -117,6 +117,38 @@ static void t_progress_engine_held(void)
 	pair_close(&p);
 }
 
+static int drive_both(struct pair *p, emp_req_t *x, emp_req_t *y);
+
+/* the counters as a line (what the shim logs at exit): the numbers moved,
+ * and a drop shows under its reason */
+static void t_counters_line(void)
+{
+	struct pair p;
+	pair_open(&p, 0);
+	char line[1024], b[16] = "counted";
+	CHECK(emp_counters_line(p.ep[0], line, sizeof line) > 0);
+	CHECK_MSG(strstr(line, "msgs sent 0 received 0") && strstr(line, "drops none"), "%s", line);
+	struct iovec v = { b, sizeof(b) };
+	emp_req_t *r, *s;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 3, &v, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 3, &v, 1, &s), 0);
+	CHECK(drive_both(&p, r, s));
+	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
+	CHECK(emp_counters_line(p.ep[0], line, sizeof line) > 0);
+	CHECK_MSG(strstr(line, "msgs sent 1 received 0"), "%s", line);
+	CHECK(emp_counters_line(p.ep[1], line, sizeof line) > 0);
+	CHECK_MSG(strstr(line, "received 1"), "%s", line);
+	/* a small buffer is cut, not overrun */
+	char small[12];
+	memset(small, 'x', sizeof small);
+	CHECK_EQ(emp_counters_line(p.ep[0], small, 8), 7);
+	CHECK_EQ(small[7], 0);
+	CHECK_EQ(small[8], 'x');
+	CHECK_EQ(emp_counters_line(p.ep[0], NULL, 0), -EINVAL);
+	pair_close(&p);
+}
+
 static void t_wait_timeout(void)
 {
 	struct pair p;
@@ -383,6 +415,7 @@ static const struct emp_test tests[] = {
 	{ "libemp_wait_for_last_look", t_wait_for_last_look, 20 },
 	{ "libemp_progress_thread", t_progress_thread, 20 },
 	{ "libemp_progress_engine_held", t_progress_engine_held, 20 },
+	{ "libemp_counters_line", t_counters_line, 20 },
 	{ "libemp_wait_timeout_cancel", t_wait_timeout, 20 },
 	{ "libemp_wait_any_hook", t_wait_any_and_hook, 20 },
 	{ "libemp_threads", t_threads, 60 },
