@@ -86,6 +86,19 @@ static void watch(struct emp_progress *pg, int on)
 	pg->watching = on;
 }
 
+/* the precise timer: the timerfd fires at t (absolute, CLOCK_MONOTONIC ns) */
+static void tfd_arm(struct emp_progress *pg, uint64_t t)
+{
+	struct itimerspec its;
+	memset(&its, 0, sizeof(its));
+	its.it_value.tv_sec = (time_t)(t / 1000000000ull);
+	its.it_value.tv_nsec = (long)(t % 1000000000ull);
+	if (!t)
+		its.it_value.tv_nsec = 1;   /* 0 would disarm it */
+	timerfd_settime(pg->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	pg->armed = t;
+}
+
 static void rearm(struct emp_progress *pg, uint64_t now)
 {
 	struct emp_endpoint *ep = pg->ep;
@@ -99,16 +112,8 @@ static void rearm(struct emp_progress *pg, uint64_t now)
 		/* the short timers (held and delayed acks) are ours only while
 		 * nobody else polls; a timer costs a system call and an hrtimer,
 		 * so only when near and earlier than the one already set */
-		if (fine != UINT64_MAX && fine < now + NEAR_NS && (fine < pg->armed || pg->armed <= now)) {
-			struct itimerspec its;
-			memset(&its, 0, sizeof(its));
-			its.it_value.tv_sec = (time_t)(fine / 1000000000ull);
-			its.it_value.tv_nsec = (long)(fine % 1000000000ull);
-			if (!fine)
-				its.it_value.tv_nsec = 1;
-			timerfd_settime(pg->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-			pg->armed = fine;
-		}
+		if (fine != UINT64_MAX && fine < now + NEAR_NS && (fine < pg->armed || pg->armed <= now))
+			tfd_arm(pg, fine);
 		if (pg->armed > now && pg->armed <= dl)
 			dl = UINT64_MAX;   /* the timerfd comes first; its event rearms */
 	}
@@ -138,14 +143,8 @@ static void back_off(struct emp_progress *pg, uint64_t now)
 	if (!pg->watching)
 		return;
 	watch(pg, 0);
-	if (pg->tfd >= 0 && !pg->ep->clock && (pg->backoff_until < pg->armed || pg->armed <= now)) {
-		struct itimerspec its;
-		memset(&its, 0, sizeof(its));
-		its.it_value.tv_sec = (time_t)(pg->backoff_until / 1000000000ull);
-		its.it_value.tv_nsec = (long)(pg->backoff_until % 1000000000ull);
-		timerfd_settime(pg->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-		pg->armed = pg->backoff_until;
-	}
+	if (pg->tfd >= 0 && !pg->ep->clock && (pg->backoff_until < pg->armed || pg->armed <= now))
+		tfd_arm(pg, pg->backoff_until);
 }
 
 /* One look: take the device over or hand it back, drive when it is ours or
