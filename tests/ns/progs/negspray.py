@@ -79,13 +79,16 @@ def replay(path, seconds):
     sent, end = 0, time.time() + seconds
     while time.time() < end:
         try:
-            caps = [l.split() for l in open(path).read().splitlines() if l.strip()]
+            text = open(path).read()
         except OSError:
-            caps = []
-        for dip, dp, hexdata in caps[-400:]:
+            text = ""
+        # the capture is appended while we read: its last line may be half written
+        caps = [l.split() for l in text[:text.rfind("\n") + 1].splitlines() if l.strip()]
+        for cap in caps[-400:]:
             try:
+                dip, dp, hexdata = cap
                 s.sendto(bytes.fromhex(hexdata), (dip, int(dp))); sent += 1
-            except OSError:
+            except (OSError, ValueError):
                 pass
         time.sleep(0.004)
     print("sent", sent)
