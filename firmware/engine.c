@@ -288,9 +288,10 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 	return fw->completed;
 }
 
-void emp__fw_set_hold(struct emp_fw *fw, int ok)
+void emp__fw_set_hold(struct emp_fw *fw, int ok, uint64_t hold_ns)
 {
 	fw->hold_ok = ok;
+	fw->hold_ns = hold_ns;
 }
 
 void emp__fw_flush(struct emp_fw *fw)

@@ -178,8 +178,11 @@ int emp__fw_timers(struct emp_fw *fw, uint64_t now);                  /* time ad
 int emp__fw_poll(struct emp_fw *fw, uint64_t now);
 /* Whether a lone completion ack may wait for a reply (ack_hold_ns): the host
  * allows it while one of its threads is waiting in the engine, i.e. polls it
- * again at once; otherwise acks leave at the end of each poll. */
-void emp__fw_set_hold(struct emp_fw *fw, int ok);
+ * again at once; otherwise acks leave at the end of each poll. hold_ns, if
+ * not 0, is how long a hold started now may last (the host knows that the
+ * thread will be back sooner: an event loop whose replies leave at its next
+ * wait), else cfg.ack_hold_ns. */
+void emp__fw_set_hold(struct emp_fw *fw, int ok, uint64_t hold_ns);
 /* Send every frame the engine holds back (before closing). */
 void emp__fw_flush(struct emp_fw *fw);
 /* Earliest time emp__fw_timers has work, UINT64_MAX if none. */

@@ -135,14 +135,16 @@ struct emp_fw {
 	uint64_t next_deadline;
 	uint64_t next_fine;          /* earliest of the short timers only (delayed and held acks) */
 	int pending_tx, rx_more, in_poll, completed, hold_ok;
+	uint64_t hold_ns;            /* a hold started now lasts this long (0: cfg.ack_hold_ns) */
 	uint64_t now;
 	/* tx batch */
 	unsigned txn;
 	unsigned tx_holdable;        /* frames in the batch that may wait for company */
 	uint64_t tx_hold_until;     /* 0: not holding */
 	struct emp_txframe txf[TXB_MAX];
-	struct { int32_t rec, peer; uint32_t frame; uint8_t held_ack, dead; } txmeta[TXB_MAX];
+	struct { int32_t rec, peer; uint32_t frame; uint8_t held_ack, dead; uint64_t since; } txmeta[TXB_MAX];   /* since: a held ack's hold began */
 	uint8_t txhdr[TXB_MAX][HDRBUF];
+	struct { uint8_t b[HDRBUF]; uint32_t len; int32_t peer; uint64_t since; } keep[TXB_MAX];   /* acks kept for the next batch (send.c) */
 	uint8_t *bounce;            /* [TXB_MAX][mtu] for frames with too many pieces */
 	uint32_t reply_tokens;      /* unasked replies that may go now (limit.c) */
 	uint64_t reply_refill;      /* when the bucket was last refilled */

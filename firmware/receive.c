@@ -258,6 +258,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		if (x->nframes == 1) {
 			fw->tx_holdable++;
 			fw->txmeta[fw->txn - 1].held_ack = 1;
+			fw->txmeta[fw->txn - 1].since = now;
 		}
 		emp__dl_del(fw, &pe->rxa, r);
 		emp__complete(fw, r, x->len <= x->cap ? (int64_t)x->len : -EMP_EMSGSIZE);

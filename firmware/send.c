@@ -317,16 +317,86 @@ void emp__tx_pump(struct emp_fw *fw, uint64_t now)
 	}
 }
 
+/* An event loop's poll (hold_ns set by the host): its replies leave at the
+ * loop's next wait, not in this batch, so the completion acks of the requests
+ * it took stay, at the front of the next batch, for those replies to ride in
+ * (EMP_F_PIGGY), each for at most hold_ns and half the retransmit timeout;
+ * the rest of the batch goes now.
+ * The kept acks' headers are copied aside and back (header slots are reused
+ * by index), and the credits they advertise are refreshed. */
+/* how long an event loop's ack may wait for its reply: the host's bound, and
+ * well inside the peer's retransmit timeout (ours toward it stands for it) */
+static uint64_t ack_keep_ns(const struct emp_fw *fw, int32_t p)
+{
+	uint64_t rto = fw->peer[p].rto ? fw->peer[p].rto : fw->cfg.rto_ns;
+	return fw->hold_ns < rto / 2 ? fw->hold_ns : rto / 2;
+}
+
+static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
+{
+	unsigned k = 0, live = 0;
+	uint64_t until = UINT64_MAX;
+	for (unsigned i = 0; i < fw->txn; i++) {
+		const struct emp_txframe *f = &fw->txf[i];
+		if (fw->txmeta[i].dead)
+			continue;
+		uint64_t dl = fw->txmeta[i].since + ack_keep_ns(fw, fw->txmeta[i].peer);
+		if (!fw->txmeta[i].held_ack || f->npieces || f->hdr_len > HDRBUF || now >= dl) {
+			live++;
+			continue;
+		}
+		if (dl < until)
+			until = dl;
+		memcpy(fw->keep[k].b, f->hdr, f->hdr_len);
+		fw->keep[k].len = f->hdr_len;
+		fw->keep[k].peer = fw->txmeta[i].peer;
+		fw->keep[k].since = fw->txmeta[i].since;
+		fw->txmeta[i].dead = 2;          /* kept: not sent now */
+		k++;
+	}
+	if (!live && k == fw->tx_holdable) {     /* nothing to send: all stay as they are */
+		for (unsigned i = 0; i < fw->txn; i++)
+			if (fw->txmeta[i].dead == 2)
+				fw->txmeta[i].dead = 0;
+	} else {
+		emp__tx_flush(fw);
+		for (unsigned j = 0; j < k; j++) {
+			unsigned i = fw->txn++;
+			memcpy(fw->txhdr[i], fw->keep[j].b, fw->keep[j].len);
+			put16(fw->txhdr[i] + EMP_ETH_HLEN + EMP_C_CREDITS, emp__fc_advertise(fw));
+			fw->txf[i].hdr = fw->txhdr[i];
+			fw->txf[i].hdr_len = fw->keep[j].len;
+			fw->txf[i].npieces = 0;
+			fw->txmeta[i].rec = NIL;
+			fw->txmeta[i].peer = fw->keep[j].peer;
+			fw->txmeta[i].frame = 0;
+			fw->txmeta[i].held_ack = 1;
+			fw->txmeta[i].dead = 0;
+			fw->txmeta[i].since = fw->keep[j].since;
+		}
+		fw->tx_holdable = k;
+	}
+	fw->tx_hold_until = k ? until : 0;
+	if (k)
+		emp__arm_fine(fw, fw->tx_hold_until);
+}
+
 /* End of a poll: a batch holding only completion acks of one-frame messages
  * waits up to ack_hold_ns, so that the reply the application is about to
  * post (ping-pong) carries the ack (EMP_F_PIGGY); anything else goes now. A
  * hold starts only while the host allows it (emp__fw_set_hold: a thread waits
  * in the engine and so polls again at once, or has just posted), and lasts
  * through the polls that follow until its deadline (the reply's post may come
- * after a few other looks at the engine). */
+ * after a few other looks at the engine). An event loop's polls keep each
+ * ack longer and send the rest (flush_keeping_acks). */
 void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now)
 {
-	if (fw->txn && fw->tx_holdable == fw->txn && fw->cfg.ack_hold_ns && (fw->hold_ok || fw->tx_hold_until)) {
+	int may = fw->txn && fw->tx_holdable && fw->cfg.ack_hold_ns && (fw->hold_ok || fw->tx_hold_until);
+	if (may && fw->hold_ok && fw->hold_ns) {
+		flush_keeping_acks(fw, now);
+		return;
+	}
+	if (may && fw->tx_holdable == fw->txn) {
 		if (!fw->tx_hold_until) {
 			fw->tx_hold_until = now + fw->cfg.ack_hold_ns;
 			emp__arm_fine(fw, fw->tx_hold_until);
@@ -365,7 +435,7 @@ void emp__tx_flush(struct emp_fw *fw)
 		live++;
 	}
 	n = live;
-	int sent = fw->ops->tx_burst(fw->dev, fw->txf, n);
+	int sent = n ? fw->ops->tx_burst(fw->dev, fw->txf, n) : 0;
 	if (sent < 0)
 		sent = 0;
 	for (unsigned i = 0; i < (unsigned)sent; i++) {

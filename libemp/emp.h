@@ -130,6 +130,14 @@ int64_t emp_next_deadline_ns(emp_endpoint_t *ep);
 typedef void emp_completion_fn(void *arg, emp_req_t *const *reqs, int n);
 void emp_set_completion_hook(emp_endpoint_t *ep, emp_completion_fn *fn, void *arg);
 
+/* A layer that holds data back from the engine for a while (the shim
+ * coalescing a connection's writes) registers this: the progress thread calls
+ * it on every look (engine lock not held); it posts what has been held too
+ * long and returns how much is still held. While that is not 0 the thread
+ * looks every millisecond. */
+typedef int emp_hold_fn(void *arg);
+void emp_set_hold_hook(emp_endpoint_t *ep, emp_hold_fn *fn, void *arg);
+
 /* The one way to wait for a condition of the caller's own while this thread
  * drives the engine itself (run to completion): it looks at done(), drives the
  * engine in a spin for the endpoint's adaptive spin budget, then calls arm(),

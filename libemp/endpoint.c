@@ -78,7 +78,10 @@ static void dispatch(struct emp_endpoint *ep, uint32_t *idx, int n)
  * next turn), and the poll's completion count is returned. */
 static int poll_locked(struct emp_endpoint *ep, int hold, uint32_t *idx, int max, int *nidx, int *busy)
 {
-	emp__fw_set_hold(ep->fw, hold);
+	/* an event-loop thread (emp_defer) posts its replies at its next wait:
+	 * the acks of the requests it takes now wait for them (EMP__ROUND_ACK_NS
+	 * at most) and ride in them (one frame per reply, not two) */
+	emp__fw_set_hold(ep->fw, hold, hold && emp__deferring(ep) ? EMP__ROUND_ACK_NS : 0);
 	int n = emp__fw_poll(ep->fw, emp__now(ep));
 	if (!hold)
 		emp__fw_flush(ep->fw);
@@ -126,9 +129,10 @@ static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contende
 		}
 		/* a lone ack may start waiting for a reply only while a thread spins
 		 * in the engine and so polls again at once, or posts (the reply itself
-		 * may be next); once started the hold runs to its deadline
+		 * may be next), or this is an event loop (emp_defer: its replies leave
+		 * at its next wait, whose drive flushes); once started the hold runs to its deadline
 		 * (emp__tx_flush_or_hold) unless a thread is about to sleep */
-		int h = hold >= 0 ? hold : __atomic_load_n(&ep->spinners, __ATOMIC_RELAXED) > 0;
+		int h = hold >= 0 ? hold : __atomic_load_n(&ep->spinners, __ATOMIC_RELAXED) > 0 || emp__deferring(ep);
 		int k, busy;
 		__atomic_store_n(&ep->last_drive_ns, emp__now(ep), __ATOMIC_RELAXED);
 		__atomic_store_n(&ep->deferred, 0, __ATOMIC_RELAXED);
@@ -268,6 +272,12 @@ void emp_set_completion_hook(emp_endpoint_t *ep, emp_completion_fn *fn, void *ar
 {
 	ep->hook_arg = arg;
 	__atomic_store_n(&ep->hook, fn, __ATOMIC_RELEASE);
+}
+
+void emp_set_hold_hook(emp_endpoint_t *ep, emp_hold_fn *fn, void *arg)
+{
+	ep->hold_arg = arg;
+	__atomic_store_n(&ep->hold, fn, __ATOMIC_RELEASE);
 }
 
 static void fw_config_from(struct emp_endpoint *ep, struct emp_fw_config *c)

@@ -59,6 +59,8 @@ struct emp_endpoint {
 	struct emp_sim_wire *wire;
 	emp_completion_fn *hook;
 	void *hook_arg;
+	emp_hold_fn *hold;               /* emp_set_hold_hook */
+	void *hold_arg;
 	int self;
 	int eplock;                      /* fd holding the endpoint id's lock (eplock.c), or -1 */
 	uint16_t epid;
@@ -101,6 +103,10 @@ extern __thread int emp__tl_progress;   /* this thread is the progress thread */
 /* deferred posts leave at most this long after the first (progress thread),
  * or when this many posts or bytes have gathered */
 #define EMP__DEFER_NS 200000ull
+/* an event loop's round: the acks of the requests it took wait this long at
+ * most for its replies to carry them (a round of many connections' requests
+ * takes longer than the deferred posts' bound) */
+#define EMP__ROUND_ACK_NS 1000000ull
 #define EMP__DEFER_MAX 32u
 #define EMP__DEFER_BYTES 65536u
 /* a thread busy with I/O drives the engine when frames wait and nobody did

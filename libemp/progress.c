@@ -22,7 +22,8 @@
  * and the next thread that leaves a wait pulls it back with one kick
  * (emp__progress_exit_seen). Deferred posts older than EMP__DEFER_NS
  * are sent from the tick as well, so a reply leaves even when its application
- * does not come back to its loop.
+ * does not come back to its loop, and so is what a layer above holds back
+ * (emp_set_hold_hook: the shim's coalesced writes).
  */
 #include <errno.h>
 #include <ev.h>
@@ -50,6 +51,7 @@ struct emp_progress {
 	int watching;               /* takeover: the device fd is in our loop */
 	int deep;                   /* the tick is long: the next exit kicks */
 	int force;                  /* the driver asked for a drive (emp__progress_kick) */
+	int held;                   /* the hold hook's last answer: something is held back */
 	double tick_s;
 	unsigned exits_seen;
 	int completions, idle_wakeups, dev_failed;
@@ -161,6 +163,8 @@ static void step(struct emp_progress *pg, int timer)
 	uint64_t dl = emp__fw_next_deadline(ep->fw);
 	int late = timer && (!others_look(ep, now) || (dl != UINT64_MAX && now > dl + EMP__TAKEOVER_NS));
 	int force = __atomic_exchange_n(&pg->force, 0, __ATOMIC_ACQ_REL);
+	emp_hold_fn *hold = __atomic_load_n(&ep->hold, __ATOMIC_ACQUIRE);
+	pg->held = hold ? hold(ep->hold_arg) : 0;   /* held too long: posted now */
 	if (pg->watching || late || old_defer || force) {
 		int n = emp__drive_try(ep);
 		if (n > 0)
@@ -178,7 +182,7 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct emp_progress *pg = w->data;
 	struct emp_endpoint *ep = pg->ep;
 	unsigned exits = __atomic_load_n(&ep->exits, __ATOMIC_RELAXED);
-	if (exits != pg->exits_seen || __atomic_load_n(&ep->deferred, __ATOMIC_RELAXED)) {
+	if (exits != pg->exits_seen || __atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) || pg->held) {
 		pg->exits_seen = exits;
 		pg->tick_s = TICK_MIN;          /* threads come and go: stay near */
 	} else if (!polling(ep) && !pg->watching) {

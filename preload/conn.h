@@ -65,6 +65,8 @@ struct es_conn {
 	uint64_t tx_posted;              /* next slot to post (needs a credit) */
 	uint64_t tx_staged;              /* next slot the application starts (it appends to the one before while unposted) */
 	int fin_want, fin_staged, fin_done;
+	int hold_tail;                   /* the writer may write again soon (TCP_CORK, MSG_MORE, an event-loop round): the last staged slot, with room, is not posted (hold.c) */
+	int listed;                      /* on its thread's held list (hold.c) */
 	/* state */
 	int err, err_told, kdead, shut_rd, shut_wr;
 	int leak;
@@ -102,6 +104,8 @@ static inline int tx_tail_open(const struct es_conn *c)
 static inline int tx_slot_free(const struct es_conn *c) { return c->tx_staged - c->tx_done < c->tx_slots; }
 
 void es__set_err(struct es_conn *c, int e, int line);
+/* hold.c: list s (s->lock held) so that its held tail is posted at its thread's next wait or the bound */
+void es__hold(struct es_sock *s);
 /* connsetup.c: the peer held in the engine; control receives (from c->peer,
  * whose endpoint may be any), data receives (rx_slots, in ring order) */
 int es__conn_hold(struct es_conn *c);

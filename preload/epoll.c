@@ -620,6 +620,7 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 	for (;;) {
 		struct settles st = { 0 };
 		int n;
+		es__held_flush();            /* the round's coalesced writes are posted */
 		if (ep)
 			emp_progress(ep);        /* deferred replies leave, arrived frames are taken */
 		if (!set->dev_in && ep) {

@@ -273,7 +273,7 @@ extern const int es__fork_nlocks;
 extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombies,
 	*const es__lk_global, *const es__lk_settle, *const es__lk_fdtab, *const es__lk_live,
 	*const es__lk_lids, *const es__lk_guard, *const es__lk_zwait, *const es__lk_rand,
-	*const es__lk_resolve;
+	*const es__lk_resolve, *const es__lk_hold;
 /* the child's fix-ups, called by fork.c in this order after the locks are fresh */
 void es__init_atfork_child(void);             /* init.c: no endpoint, generation + 1 */
 /* es__fd_atfork_child (above), then: */
@@ -283,6 +283,7 @@ void es__settle_atfork_child(void);           /* negotiate.c */
 void es__negc_atfork_child(void);             /* negclient.c */
 void es__conn_rows_atfork_child(void);        /* connsetup.c */
 void es__rand_atfork_child(void);             /* rand.c */
+void es__hold_atfork_child(void);             /* hold.c */
 
 /* ---- negotiation (negotiate.c, negclient.c, neglisten.c); prefixes: es__neg_
  * shared by both sides (neg.h), es__negc_ the client (negclient.c), es__negs_
@@ -353,6 +354,7 @@ unsigned es__stream_events(struct es_sock *s);  /* an EMP stream's readiness as 
 ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags);
 ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int flags);
 int es__shutdown(struct es_sock *s, int how);
+void es__uncork(struct es_sock *s);     /* TCP_CORK off / TCP_NODELAY on: post what corking held (stream_app.c) */
 int es__fionread(struct es_sock *s);
 int es__so_error(struct es_sock *s);
 void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RST */
@@ -394,6 +396,11 @@ static inline void es__defer_flush(void)
 	if (es__tl_defer && es__g.ep)
 		emp_flush(es__g.ep);
 }
+/* write coalescing (hold.c): held tails leave at the thread's next wait
+ * (es__held_flush), or older than a bound, or all at exec (es__held_flush_old) */
+void es__held_flush(void);
+int es__held_flush_old(int64_t min_age_ns);
+void es__hold_attach(emp_endpoint_t *ep);
 
 /* ---- epoll (epoll.c) ---- */
 void es__ep_sock_gone(struct es_sock *s);    /* drop every registration of s */

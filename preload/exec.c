@@ -62,11 +62,14 @@ static int owned(struct es_sock *s)
 /* what was written goes out and is acknowledged (or the connection ends) */
 static void flush_sends(struct es_sock *s, int64_t dl)
 {
+	es__held_flush_old(0);
 	es__defer_flush();
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
-	if (c)
+	if (c) {
+		c->hold_tail = 0;
 		es__flush(c);
+	}
 	while (c && s->c == c && c->tx_done != c->tx_staged && !c->err && !c->kdead && es__now_ns() < dl)
 		if (es__wait(s, dl) < 0)
 			break;

@@ -202,6 +202,8 @@ int es__sock_close(int fd, struct es_sock *s)
 	pthread_mutex_lock(&tab_lock);
 	int last = s->refs <= 1 && s->kfd == fd;
 	pthread_mutex_unlock(&tab_lock);
+	if (last && s->state == ES_EMP)
+		es__held_flush();    /* a write this thread held back leaves before the close */
 	if (last && s->state != ES_CAND)
 		keep_kernel_fd(s);
 	int r = R_(close)(fd);

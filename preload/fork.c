@@ -12,7 +12,8 @@
  *   then short ones, none held while another shim lock is taken but for
  *   lid_lock -> rand_mu: settle_mu (negotiate.c), tab_lock (fdtable.c),
  *   live_mu (ready.c), lid_lock (connsetup.c), guard_mu (neglisten.c),
- *   zwlock (linger.c), rand_mu (rand.c), resolve_lock (init.c)
+ *   zwlock (linger.c), rand_mu (rand.c), resolve_lock (init.c), reg_mu
+ *   (hold.c: -> a thread's held-list mutex, by trylock; s->lock -> that mutex)
  *   libemp's own locks come after all of these (the shim calls libemp with
  *   s->lock or es__g.lock held; libemp calls back into the shim only through
  *   the completion hook, which takes s->lock with trylock and set->lock).
@@ -33,7 +34,8 @@
  *            (negotiate.c: their threads stayed in the parent), the OFFER
  *            responder (negclient.c: it stayed in the parent), empstat's
  *            connection rows (connsetup.c: the child publishes its own),
- *            randomness (rand.c: the parent's unread bytes are dropped).
+ *            randomness (rand.c: the parent's unread bytes are dropped),
+ *            held writes (hold.c: the parent's threads' lists are dropped).
  *
  * es__g.lock is not taken at prepare: it is held across emp_open, which takes
  * libemp's statistics lock, and libemp's own fork handler (libemp/stats.c:
@@ -58,6 +60,7 @@ const struct es_fork_lock es__fork_locks[] = {
 	{ "zwlock", &es__lk_zwait, 0 },
 	{ "rand_mu", &es__lk_rand, 0 },
 	{ "resolve_lock", &es__lk_resolve, 0 },
+	{ "held reg_mu", &es__lk_hold, 0 },
 };
 const int es__fork_nlocks = (int)(sizeof es__fork_locks / sizeof es__fork_locks[0]);
 
@@ -87,6 +90,7 @@ static void child(void)
 	es__negc_atfork_child();
 	es__conn_rows_atfork_child();
 	es__rand_atfork_child();
+	es__hold_atfork_child();
 }
 
 __attribute__((constructor)) static void fork_init(void)

@@ -126,6 +126,7 @@ int es__conf(void)
 static void adopt(emp_endpoint_t *ep)
 {
 	emp_set_completion_hook(ep, es__on_completions, NULL);
+	es__hold_attach(ep);
 	emp_peer_policy(ep, 1);
 	__atomic_store_n(&es__g.ep, ep, __ATOMIC_RELEASE);
 	es__dbg("endpoint %u open, self host %d", emp_endpoint_id(ep), emp_self_host(ep));

@@ -560,6 +560,7 @@ static void handoff_device(void)
  * its packet sockets to a child to release */
 void es__flush_all(void)
 {
+	es__held_flush_old(0);   /* every thread's coalesced writes */
 	es__fd_foreach(flush_one, NULL);
 	reap_until(es__now_ns() + 2000000000ll, NULL, NULL);
 	emp_flush(es__g.ep);     /* the ack of the peer's last message must not wait for a reply */

@@ -320,6 +320,7 @@ int es__wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns
 		int r = R_(ppoll)(p, (nfds_t)n, tp, mask);
 		return r < 0 ? (errno == EINTR ? -EINTR : -errno) : r > 0 ? 2 : 0;
 	}
+	es__held_flush();        /* the writes this thread coalesced leave before it waits */
 	struct fdwait a = { wk, p, n, mask, 0, 0 };
 	p[n].fd = emp_wait_fd(ep);
 	p[n].events = POLLIN;

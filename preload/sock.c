@@ -379,6 +379,8 @@ static int setsockopt_held(int fd, int level, int name, const void *v, socklen_t
 	if (s0 && s0->state == ES_EMP && tcp_shaping(level, name) && v && len >= sizeof(int)) {
 		int on = !!*(const int *)v;
 		s0->tcpopt = (s0->tcpopt & ~(1u << name)) | ((unsigned)on << name);
+		if ((name == TCP_CORK && !on) || (name == TCP_NODELAY && on))
+			es__uncork(s0);   /* as Linux pushes what corking held */
 		return 0;
 	}
 	int r = R_(setsockopt)(fd, level, name, v, len);

@@ -1,6 +1,7 @@
 /* stream_app.c: the application side of an EMP stream: blocking/non-blocking recv and send, waiting, shutdown, FIONREAD, SO_ERROR. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,9 @@ ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int fla
 	size_t vo = 0;
 	ssize_t ret;
 	es__process(s);
+	/* coalescing (hold.c): a corked writer, MSG_MORE, or an event-loop round
+	 * whose replies leave at its next wait anyway: the tail may grow first */
+	c->hold_tail = (s->tcpopt & (1u << TCP_CORK)) || (flags & MSG_MORE) || es__tl_defer;
 	for (;;) {
 		if (c->err || c->kdead || c->shut_wr || c->peer_closed) {
 			if (sent)
@@ -234,6 +238,8 @@ ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int fla
 		}
 	}
 	ret = (ssize_t)sent;
+	if (c->hold_tail && c->tx_staged > c->tx_posted && tx_tail_open(c))
+		es__hold(s);
 out:
 	if (ret > 0)
 		c->nout += (uint64_t)ret;
@@ -243,6 +249,19 @@ out:
 	es__sock_unlock(s);
 	es__conn_row_put(row, &ri);
 	return ret;
+}
+
+/* TCP_CORK cleared or TCP_NODELAY set: what corking held back leaves now
+ * (with the thread's other replies at its next wait when it batches) */
+void es__uncork(struct es_sock *s)
+{
+	es__sock_lock(s);
+	struct es_conn *c = s->c;
+	if (c->hold_tail && !es__tl_defer) {
+		c->hold_tail = 0;
+		es__flush(c);
+	}
+	es__sock_unlock(s);
 }
 
 int es__shutdown(struct es_sock *s, int how)

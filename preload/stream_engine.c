@@ -228,6 +228,8 @@ void es__flush(struct es_conn *c)
 	 * arrives and returns no credits: what is left goes without them (a
 	 * message that finds no receive yet is resent by the engine) */
 	while (c->tx_posted < c->tx_staged && (c->credits > 0 || c->peer_closed)) {
+		if (c->hold_tail && !c->fin_want && c->tx_posted + 1 == c->tx_staged && tx_tail_open(c))
+			break;          /* the writer goes on soon: the tail waits (hold.c) */
 		unsigned i = c->tx_posted % c->tx_slots;
 		uint8_t *b = sslot(c, c->tx_posted);
 		uint16_t cr = (uint16_t)c->to_return;   /* R <= 65535 (es.h bounds) */

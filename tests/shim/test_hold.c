@@ -1,0 +1,166 @@
+/* test_hold.c: write coalescing (preload/hold.c) on the simulated wire: corked writes, MSG_MORE, an event-loop round, close, and the progress thread's bound. */
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "simwire.h"
+
+/* messages side 1's engine received (the engines driven for 200 ms of virtual
+ * time first, without posting what the shim holds) */
+static uint64_t sent(struct sw *w)
+{
+	h_run(&w->h, NULL, NULL, 200000000);
+	return h_ctr(&w->h, 1).msgs_received;
+}
+
+static int flush_run(struct sw *w)
+{
+	es__held_flush_old(0);           /* the test's drive stands for the thread's next wait */
+	return h_run(&w->h, NULL, NULL, 200000000);
+}
+
+/* read exactly n bytes at side 1 (virtual time: the engines are driven between tries) */
+static void read_exact(struct sw *w, const char *want, size_t n)
+{
+	char b[16384];
+	size_t got = 0;
+	for (int i = 0; i < 50 && got < n; i++) {
+		ssize_t r = read(w->fd[1], b + got, n - got);
+		if (r > 0)
+			got += (size_t)r;
+		else
+			flush_run(w);
+	}
+	CHECK_EQ(got, n);
+	CHECK(!memcmp(b, want, n));
+}
+
+/* TCP_CORK: writes gather in one message until the uncork; a slot that fills
+ * leaves at once (as Linux sends full segments while corked); the option
+ * reads back */
+static void t_hold_cork(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 8, 4096);
+	int on = 1, off = 0, v = 0;
+	socklen_t l = sizeof v;
+	CHECK(setsockopt(w.fd[0], IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0);
+	CHECK(getsockopt(w.fd[0], IPPROTO_TCP, TCP_CORK, &v, &l) == 0 && v == 1);
+	uint64_t m0 = sent(&w);
+	CHECK_EQ(write(w.fd[0], "HTTP/1.1 200 OK\r\n", 17), 17);
+	struct iovec iv[2] = { { "Content-Length: 4\r\n", 19 }, { "\r\n", 2 } };
+	CHECK_EQ(writev(w.fd[0], iv, 2), 21);
+	CHECK_EQ(write(w.fd[0], "body", 4), 4);
+	CHECK_EQ(sent(&w), m0);                      /* corked: nothing left */
+	CHECK(setsockopt(w.fd[0], IPPROTO_TCP, TCP_CORK, &off, sizeof off) == 0);
+	CHECK_EQ(sent(&w) - m0, 1);                  /* the uncork: one message */
+	read_exact(&w, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody", 42);
+	CHECK_EQ(sent(&w) - m0, 1);
+
+	/* 10000 bytes corked in 4096-byte slots: two full slots leave, the rest at the uncork */
+	static char big[10000];
+	for (size_t k = 0; k < sizeof big; k++)
+		big[k] = (char)('a' + k % 26);
+	CHECK(setsockopt(w.fd[0], IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0);
+	m0 = sent(&w);
+	CHECK_EQ(write(w.fd[0], big, sizeof big), (ssize_t)sizeof big);
+	CHECK_EQ(sent(&w) - m0, 2);
+	/* TCP_NODELAY set pushes what corking held, as on Linux */
+	CHECK(setsockopt(w.fd[0], IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0);
+	CHECK_EQ(sent(&w) - m0, 3);
+	read_exact(&w, big, sizeof big);
+}
+
+/* MSG_MORE: the writes that carry it wait for the one that does not */
+static void t_hold_msg_more(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 8, 4096);
+	uint64_t m0 = sent(&w);
+	CHECK_EQ(send(w.fd[0], "GET ", 4, MSG_MORE), 4);
+	CHECK_EQ(send(w.fd[0], "/ HTTP/1.1", 10, MSG_MORE), 10);
+	CHECK_EQ(sent(&w), m0);
+	CHECK_EQ(send(w.fd[0], "\r\n\r\n", 4, 0), 4);
+	CHECK_EQ(sent(&w) - m0, 1);
+	read_exact(&w, "GET / HTTP/1.1\r\n\r\n", 18);
+}
+
+/* An event-loop round: a thread whose epoll_wait returned events answers
+ * with three writes; they leave as one message when it waits again */
+static void t_hold_round(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 8, 4096);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = w.fd[0] }, out[2];
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, w.fd[0], &ev) == 0);
+	CHECK_EQ(write(w.fd[1], "req", 3), 3);
+	flush_run(&w);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 1);      /* the round starts: the thread batches */
+	char b[8];
+	CHECK_EQ(read(w.fd[0], b, sizeof b), 3);
+	uint64_t m0 = sent(&w);
+	CHECK_EQ(write(w.fd[0], "one,", 4), 4);
+	CHECK_EQ(write(w.fd[0], "two,", 4), 4);
+	CHECK_EQ(write(w.fd[0], "three", 5), 5);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 0);      /* the next wait: the round's replies leave */
+	CHECK_EQ(sent(&w) - m0, 1);
+	h_run(&w.h, NULL, NULL, 200000000);
+	read_exact(&w, "one,two,three", 13);
+	/* a held write and then close(): the data and the FIN get through */
+	CHECK_EQ(write(w.fd[0], "last", 4), 4);
+	CHECK(close(w.fd[0]) == 0);
+	h_run(&w.h, NULL, NULL, 200000000);
+	read_exact(&w, "last", 4);
+	CHECK_EQ(read(w.fd[1], b, sizeof b), 0);
+	CHECK(close(ep) == 0);
+}
+
+struct corked { struct sw *w; int done; };
+
+static void *cork_and_sleep(void *arg)
+{
+	struct corked *k = arg;
+	int on = 1;
+	CHECK(setsockopt(k->w->fd[0], IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0);
+	CHECK_EQ(write(k->w->fd[0], "corked, never uncorked", 22), 22);
+	while (!__atomic_load_n(&k->done, __ATOMIC_ACQUIRE))
+		usleep(1000);                    /* no call of the shim: no wait, no uncork */
+	return NULL;
+}
+
+/* Real time: a thread corks, writes and never comes back to the shim; the
+ * progress thread's bound posts what it held (the reader's blocking read,
+ * 2 s timeout, gets it; it fails with EAGAIN if nothing posts it) */
+static void t_hold_bound(void)
+{
+	struct sw w;
+	sw_open_rt(&w, NULL, 8, 4096);
+	struct corked k = { &w, 0 };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, cork_and_sleep, &k) == 0);
+	char b[32];
+	size_t got = 0;
+	while (got < 22) {
+		ssize_t r = read(w.fd[1], b + got, sizeof b - got);
+		CHECK_MSG(r > 0, "read: %zd %s after %zu bytes", r, strerror(errno), got);
+		got += (size_t)r;
+	}
+	CHECK(!memcmp(b, "corked, never uncorked", 22));
+	__atomic_store_n(&k.done, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+}
+
+static const struct emp_test tests[] = {
+	{ "shim_hold_cork", t_hold_cork, 20 },
+	{ "shim_hold_msg_more", t_hold_msg_more, 20 },
+	{ "shim_hold_round", t_hold_round, 20 },
+	{ "shim_hold_bound", t_hold_bound, 20 },
+};
+
+const struct emp_test_suite emp_suite_hold = { "hold", tests, sizeof(tests) / sizeof(tests[0]) };
