@@ -72,6 +72,10 @@ static void unown(emp_req_t *q)
 }
 
 /* hooks let go, requests cancelled, memory freed; lock held, released here */
+/* set at exit (es__flush_all): other threads may still be inside calls on
+ * the connections it closes */
+static int exiting;
+
 static void teardown_locked(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
@@ -180,6 +184,8 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel, int64_t *ne
 		struct es_conn *c = done;
 		struct es_sock *s = c->s;
 		done = c->znext;
+		if (exiting && !s->orphan && atomic_load(&s->users) > 1)
+			continue;    /* exit() while another thread is inside a call on it: its exchange is through, its memory stays for that call */
 		es__dbg("conn %u: closed%s", c->lid, c->err ? " (with error)" : "");
 		int zfd = s->kfd;
 		es__sock_lock(s);
@@ -560,6 +566,7 @@ static void handoff_device(void)
  * its packet sockets to a child to release */
 void es__flush_all(void)
 {
+	exiting = 1;
 	es__held_flush_old(0);   /* every thread's coalesced writes */
 	es__fd_foreach(flush_one, NULL);
 	reap_until(es__now_ns() + 2000000000ll, NULL, NULL);
