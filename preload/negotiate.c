@@ -534,7 +534,9 @@ int es__settle(int fd, struct es_sock *s)
 	s->ng.settling = 1;
 	pthread_mutex_unlock(&settle_mu);
 	int e = errno;
+	es__reap_hold();   /* callers hold no lock: connections the settle's engine work finished closing go at its end */
 	int r = settle(fd, s);
+	es__reap_release();
 	if (r != ES_FAILED)
 		errno = e;
 	pthread_mutex_lock(&settle_mu);
@@ -556,11 +558,13 @@ int es__settle_begin(int fd, struct es_sock *s)
 	s->ng.settling = 1;
 	pthread_mutex_unlock(&settle_mu);
 	int e = errno, res = ES_PENDING;
+	es__reap_hold();
 	if (neg_server_begin(s, &res) == 0) {
 		es__sock_lock(s);
 		es__sock_update(s, 1);   /* on its sets' ready lists: a wait settles it */
 		es__sock_unlock(s);
 	}
+	es__reap_release();
 	if (res != ES_FAILED)
 		errno = e;
 	pthread_mutex_lock(&settle_mu);
