@@ -186,13 +186,16 @@ unsigned es__neg_seq(struct es_sock *s)
  * processed by whichever thread drove the engine), a datagram on udp, or
  * until. want_engine: this thread drives the engine meanwhile (libemp's
  * wait: a spin, then one ppoll on the side channel, our eventfd and the
- * device). */
-void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
+ * device). 0 when the wait ended on a change of the connection and did not
+ * see the side channel readable (it need not be read now: a datagram there
+ * ends the next wait at once), else 1. */
+int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
 {
 	emp_endpoint_t *ep = want_engine ? es__g.ep : NULL;
 	int64_t now = es__now_ns();
+	int look = 1;
 	if (now >= until)
-		return;
+		return 1;
 	struct es_wake wk = { .efd = es__tl_efd() };
 	struct es_waiter w;
 	es__sock_lock(s);
@@ -212,11 +215,15 @@ void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, un
 			struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
 			R_(ppoll)(p, (nfds_t)np, &ts, NULL);
 		}
+		look = udp < 0 || p[1].revents || es__now_ns() >= until;
 	}
 	es__sock_lock(s);
 	es__waiter_del(s, &w);
+	if (atomic_load(&s->seq) == seq0)
+		look = 1;                /* not a change of ours: look at everything */
 	es__sock_unlock(s);
 	es__wake_reset(&wk);
+	return look;
 }
 
 /* The negotiation is over without EMP: out of the responder, no buffers, no
@@ -402,6 +409,7 @@ static int neg_server(struct es_sock *s)
 	int64_t t1 = es__now_ns() + es__g.neg_ms * 1000000ll;
 	if (t1 > s->ng.sv.dl)
 		s->ng.sv.dl = t1;
+	int look = 1;   /* read the side channel (es__neg_wait says when it need not) */
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
 		int64_t now = es__now_ns();
@@ -415,7 +423,7 @@ static int neg_server(struct es_sock *s)
 			if (s->ng.sv.gap < 20000000)
 				s->ng.sv.gap *= 2;
 		}
-		int res = sv_read(s, ep, host, &acc, &refused);
+		int res = look ? sv_read(s, ep, host, &acc, &refused) : 0;
 		if (res)
 			return res;
 		/* an OFFER sent within the grace (the last one that went) met a
@@ -449,7 +457,7 @@ static int neg_server(struct es_sock *s)
 			return es__neg_fallback(s, "client did not answer the EMP offer");
 		}
 		int64_t until = s->ng.sv.accepted ? dl : (s->ng.sv.next < dl ? s->ng.sv.next : dl);
-		es__neg_wait(s, udp, until, 1, seq0);
+		look = es__neg_wait(s, udp, until, 1, seq0);
 	}
 }
 
