@@ -423,7 +423,10 @@ static int neg_server(struct es_sock *s)
 			if (s->ng.sv.gap < 20000000)
 				s->ng.sv.gap *= 2;
 		}
-		int res = look ? sv_read(s, ep, host, &acc, &refused) : 0;
+		/* before the ACCEPT always (the client's HELLO may have ended
+		 * the wait while the ACCEPT waits unread: the wait's spin does not
+		 * look at the side channel); after it only when the wait says so */
+		int res = look || !s->ng.sv.accepted ? sv_read(s, ep, host, &acc, &refused) : 0;
 		if (res)
 			return res;
 		/* an OFFER sent within the grace (the last one that went) met a
