@@ -15,7 +15,7 @@
  *                                                       control receives posted from any
  *                                                       endpoint of the client's host
  *                                                       OFFER {ep, conn id, buffers, 4-tuple,
- *            <------------ UDP (P -> u) --------------  skey}, resent every 1..20 ms
+ *            <------------ UDP (P -> u) --------------  skey}, resent every 4..20 ms
  *  - OFFER from (ip, P), in bounds: post receives,
  *    ACCEPT {ep, conn id, buffers, skey, ckey} ------> - ACCEPT with skey: hold the peer
  *    HELLO (carries skey) ------------- EMP --------> - HELLO with skey from the endpoint
@@ -294,6 +294,13 @@ static int take_proof(struct es_sock *s, const struct neg_msg *a)
 	return r;
 }
 
+/* The first resend of an OFFER: only a lost datagram needs one (an OFFER
+ * that met a client not bound yet draws ICMP and goes again in 200 us), and
+ * a late ACCEPT is, far more often, a client or server waiting for a CPU, for
+ * which a resend is only more work on both sides (at 1 ms, half the
+ * connections of a loaded machine had their OFFER and ACCEPT sent twice). */
+#define OFFER_GAP_NS 4000000
+
 /* Everything up to the first OFFER; 0 when it is out, else 1 with *res the
  * fallback's outcome. */
 static int neg_server_begin(struct es_sock *s, int *res)
@@ -332,7 +339,7 @@ static int neg_server_begin(struct es_sock *s, int *res)
 	s->ng.sv.accepted = 0;
 	s->ng.sv.t0 = t0;
 	s->ng.sv.dl = t0 + es__g.neg_ms * 1000000ll;
-	s->ng.sv.gap = 1000000;
+	s->ng.sv.gap = OFFER_GAP_NS;
 	/* A marked client binds its UDP twin right after its kernel connect
 	 * picked the port: an OFFER can beat it (ICMP). For a short while that
 	 * means "not yet" (the OFFER goes again soon), after it "plain". */
@@ -435,7 +442,7 @@ static int neg_server(struct es_sock *s)
 			return es__neg_fallback(s, "client host refused the offer (plain program)");
 		if (refused) {
 			s->ng.sv.next = now + 200000;
-			s->ng.sv.gap = 1000000;
+			s->ng.sv.gap = OFFER_GAP_NS;
 			if (now >= s->ng.sv.icmp_grace)
 				s->ng.sv.icmp_grace = now;   /* the next refusal decides */
 		}
