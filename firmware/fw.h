@@ -209,7 +209,8 @@ uint32_t emp__fw_peers(const struct emp_fw *fw, struct emp_peer_info *out, uint3
 void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records);
 /* The host layer starts (delta +1) or stops (-1) using the peer (host, ep):
  * a held peer is never reclaimed, and with hello_needs_hold only a held peer
- * may start a session with a HELLO. Taking the first hold of a peer idle for
+ * may start a session with a HELLO (one refused shortly before is answered
+ * at the hold: peer.c). Taking the first hold of a peer idle for
  * EMP_PEER_FRESH_NS restarts our session toward it. 0, or -EMP_ENOBUFS when
  * the table is full of peers in use. */
 int emp__fw_peer_hold(struct emp_fw *fw, uint16_t host, uint16_t ep, int delta, uint64_t now);

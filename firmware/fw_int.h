@@ -149,6 +149,11 @@ struct emp_fw {
 	uint32_t reply_tokens;      /* unasked replies that may go now (limit.c) */
 	uint64_t reply_refill;      /* when the bucket was last refilled */
 	struct { uint32_t key; uint64_t at; } reply_anon[16]; /* replies to senders without a peer slot (limit.c) */
+	/* HELLOs dropped for want of a hold (hello_needs_hold), the last of each
+	 * of the latest senders: answered when the host holds the sender soon
+	 * after (peer.c); no peer state */
+	struct { uint64_t at; uint32_t src_inc, nonce; uint16_t host, ep, session; } refused[8];
+	unsigned refused_next;
 	struct emp_counters ctr;
 };
 
@@ -202,6 +207,7 @@ void emp__peer_fail_sends(struct emp_fw *fw, int32_t p, int64_t err);
 void emp__peer_fail_recvs(struct emp_fw *fw, int32_t p, int64_t err);
 void emp__peer_send_hello(struct emp_fw *fw, int32_t p, uint64_t now);
 void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now);
+void emp__hello_refused(struct emp_fw *fw, const struct hdr *h, uint64_t now);
 void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now);
 void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p);
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h);

@@ -97,6 +97,63 @@ void emp__peer_fresh(struct emp_fw *fw, int32_t p, uint64_t now)
 		pe->tx_state = PTX_NEW;          /* the next send opens a new session */
 }
 
+/* A HELLO that came before the host held its sender (the host's own
+ * handshake, which names the sender, may arrive after the engine's: a UDP
+ * datagram beside the frames) is kept, the last per sender of the latest 8,
+ * and answered at the hold instead of at the sender's retry, a
+ * retransmission timeout (1 ms and more) later. It allocates no peer; a
+ * sender the host never holds just ages out. */
+#define REFUSED_N (sizeof(((struct emp_fw *)0)->refused) / sizeof(((struct emp_fw *)0)->refused[0]))
+#define REFUSED_NS 100000000ull     /* older than this: the sender has retried, or given up */
+
+void emp__hello_refused(struct emp_fw *fw, const struct hdr *h, uint64_t now)
+{
+	if (h->body_len < EMP_HELLO_HDR_LEN)
+		return;
+	unsigned i;
+	for (i = 0; i < REFUSED_N; i++)
+		if (fw->refused[i].at && fw->refused[i].host == (uint16_t)h->host && fw->refused[i].ep == h->src_ep)
+			break;
+	if (i == REFUSED_N)
+		i = fw->refused_next++ % REFUSED_N;
+	fw->refused[i].at = now ? now : 1;
+	fw->refused[i].src_inc = h->src_inc;
+	fw->refused[i].nonce = get32(h->body + 4);
+	fw->refused[i].host = (uint16_t)h->host;
+	fw->refused[i].ep = h->src_ep;
+	fw->refused[i].session = h->session;
+}
+
+static void refused_replay(struct emp_fw *fw, int32_t p, uint16_t host, uint16_t ep, uint64_t now)
+{
+	for (unsigned i = 0; i < REFUSED_N; i++) {
+		if (!fw->refused[i].at || fw->refused[i].host != host || fw->refused[i].ep != ep)
+			continue;
+		uint64_t at = fw->refused[i].at;
+		fw->refused[i].at = 0;
+		if (now - at >= REFUSED_NS)
+			return;
+		uint8_t body[EMP_HELLO_HDR_LEN] = { 0 };
+		put32(body + 4, fw->refused[i].nonce);
+		struct hdr h;
+		memset(&h, 0, sizeof h);
+		h.type = EMP_T_HELLO;
+		h.host = host;
+		h.src_ep = ep;
+		h.dst_ep = fw->cfg.endpoint;
+		h.session = fw->refused[i].session;
+		h.src_inc = fw->refused[i].src_inc;
+		h.dst_inc = fw->cfg.incarnation;
+		h.body = body;
+		h.body_len = sizeof body;
+		emp__peer_touch(fw, p);
+		emp__rx_hello(fw, &h, p, now);
+		if (!fw->in_poll)
+			emp__tx_flush(fw);       /* the answer goes now, not at the next poll */
+		return;
+	}
+}
+
 int emp__fw_peer_hold(struct emp_fw *fw, uint16_t host, uint16_t ep, int delta, uint64_t now)
 {
 	fw->now = now;
@@ -107,6 +164,7 @@ int emp__fw_peer_hold(struct emp_fw *fw, uint16_t host, uint16_t ep, int delta, 
 	if (delta > 0) {
 		emp__peer_fresh(fw, p, now);     /* before the hold: only unheld peers restart */
 		pe->holds++;
+		refused_replay(fw, p, host, ep, now);
 	} else if (pe->holds) {
 		pe->holds--;
 	}

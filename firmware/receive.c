@@ -394,6 +394,8 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, !fw->cfg.hello_needs_hold);
 		if (p == NIL) {
 			emp__drop(fw, fw->cfg.hello_needs_hold ? EMP_DROP_NO_SESSION : EMP_DROP_NO_PEER_SLOT);
+			if (fw->cfg.hello_needs_hold)
+				emp__hello_refused(fw, &h, now);
 		} else {
 			emp__peer_touch(fw, p);
 			emp__rx_hello(fw, &h, p, now);

@@ -176,7 +176,10 @@ void emp_flush(emp_endpoint_t *ep);
  * the next message either way). emp_peer_hold: 0, or -ENOBUFS when the table
  * is full of peers in use. emp_peer_policy(ep, 1): a HELLO from a peer nobody
  * holds starts no session and allocates nothing (for layers whose own
- * handshake decides who may talk; default 0: anyone in the route table). */
+ * handshake decides who may talk; default 0: anyone in the route table); the
+ * last such HELLO of each of the 8 latest senders is kept for 100 ms and
+ * answered when the peer is held, so a handshake that lost the race to the
+ * engine's costs no retransmission timeout. */
 int emp_peer_hold(emp_endpoint_t *ep, emp_addr_t peer);
 void emp_peer_release(emp_endpoint_t *ep, emp_addr_t peer);
 void emp_peer_policy(emp_endpoint_t *ep, int hello_needs_hold);

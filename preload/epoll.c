@@ -724,7 +724,9 @@ again:;
 		goto again;
 	}
 	int e = errno;
+	es__reap_hold();   /* no lock held here: closing connections this wait finished go at its end */
 	int n = set->gen == es__g.gen ? ewait(set, evs, max, timeout, mask) : -2;
+	es__reap_release();
 	if (n >= 0)
 		set_quiet(set);              /* nested and nothing left: its outer sets stop seeing it */
 	if (n == -2) {   /* inherited across fork: the parent's lists; the kernel's answer only */

@@ -384,6 +384,11 @@ void es__live_harvest(void);                  /* after the live fd was readable 
 /* one wait on kernel fds beside the engine (negotiation, blocking I/O): spins
  * and drives the engine, sleeps in ppoll on p[] + the device; returns 1 when
  * wk was hit, 2 when p[] has events, 0 timeout, -EINTR */
+/* around the shim's own waits and settles (no shim lock held at the release):
+ * closing connections the engine work in between finished are torn down at
+ * the release by this thread instead of the reaper's (linger.c) */
+void es__reap_hold(void);
+void es__reap_release(void);
 int es__wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns, const sigset_t *mask);
 /* the calling thread's eventfd for es_wake */
 int es__tl_efd(void);

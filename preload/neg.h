@@ -69,7 +69,7 @@ int es__neg_self_and_peer(const struct sockaddr_in *local, const struct sockaddr
 unsigned es__neg_seq(struct es_sock *s);
 /* wait until udp is readable, s's connection changed since seq0 (es__neg_seq
  * before the caller looked), or until (ns); drives the engine */
-void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0);
+int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0);
 /* decisions; they return the socket's state, ES_CAND when s was freed (kernel TCP) */
 int es__neg_finish_emp(struct es_sock *s);
 int es__neg_fallback(struct es_sock *s, const char *why);

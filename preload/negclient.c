@@ -410,12 +410,13 @@ int es__negc_settle(struct es_sock *s)
 	s->ng.reg = 0;
 	pthread_mutex_unlock(&neg_lock);
 	const char *why = NULL;
-	int emp = 0;
+	int emp = 0, look = 1;
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);
 		int64_t now = es__now_ns(), until = now;
 		pthread_mutex_lock(&neg_lock);
-		service(s);
+		if (look)
+			service(s);
 		if (s->ng.st == NG_ACCEPTED) {
 			emp = es__conn_hello_seen(s);
 			if (!emp && s->ng.hello_tries < 4) {
@@ -446,7 +447,7 @@ int es__negc_settle(struct es_sock *s)
 		pthread_mutex_unlock(&neg_lock);
 		if (emp || why)
 			break;
-		es__neg_wait(s, s->udp, until, s->ng.st == NG_ACCEPTED, seq0);
+		look = es__neg_wait(s, s->udp, until, s->ng.st == NG_ACCEPTED, seq0);
 	}
 	es__neg_close_udp(s);   /* from here on a late OFFER meets ICMP */
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);

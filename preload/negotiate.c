@@ -15,7 +15,7 @@
  *                                                       control receives posted from any
  *                                                       endpoint of the client's host
  *                                                       OFFER {ep, conn id, buffers, 4-tuple,
- *            <------------ UDP (P -> u) --------------  skey}, resent every 1..20 ms
+ *            <------------ UDP (P -> u) --------------  skey}, resent every 4..20 ms
  *  - OFFER from (ip, P), in bounds: post receives,
  *    ACCEPT {ep, conn id, buffers, skey, ckey} ------> - ACCEPT with skey: hold the peer
  *    HELLO (carries skey) ------------- EMP --------> - HELLO with skey from the endpoint
@@ -186,13 +186,16 @@ unsigned es__neg_seq(struct es_sock *s)
  * processed by whichever thread drove the engine), a datagram on udp, or
  * until. want_engine: this thread drives the engine meanwhile (libemp's
  * wait: a spin, then one ppoll on the side channel, our eventfd and the
- * device). */
-void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
+ * device). 0 when the wait ended on a change of the connection and did not
+ * see the side channel readable (it need not be read now: a datagram there
+ * ends the next wait at once), else 1. */
+int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
 {
 	emp_endpoint_t *ep = want_engine ? es__g.ep : NULL;
 	int64_t now = es__now_ns();
+	int look = 1;
 	if (now >= until)
-		return;
+		return 1;
 	struct es_wake wk = { .efd = es__tl_efd() };
 	struct es_waiter w;
 	es__sock_lock(s);
@@ -212,11 +215,15 @@ void es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, un
 			struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
 			R_(ppoll)(p, (nfds_t)np, &ts, NULL);
 		}
+		look = udp < 0 || p[1].revents || es__now_ns() >= until;
 	}
 	es__sock_lock(s);
 	es__waiter_del(s, &w);
+	if (atomic_load(&s->seq) == seq0)
+		look = 1;                /* not a change of ours: look at everything */
 	es__sock_unlock(s);
 	es__wake_reset(&wk);
+	return look;
 }
 
 /* The negotiation is over without EMP: out of the responder, no buffers, no
@@ -287,6 +294,13 @@ static int take_proof(struct es_sock *s, const struct neg_msg *a)
 	return r;
 }
 
+/* The first resend of an OFFER: only a lost datagram needs one (an OFFER
+ * that met a client not bound yet draws ICMP and goes again in 200 us), and
+ * a late ACCEPT is, far more often, a client or server waiting for a CPU, for
+ * which a resend is only more work on both sides (at 1 ms, half the
+ * connections of a loaded machine had their OFFER and ACCEPT sent twice). */
+#define OFFER_GAP_NS 4000000
+
 /* Everything up to the first OFFER; 0 when it is out, else 1 with *res the
  * fallback's outcome. */
 static int neg_server_begin(struct es_sock *s, int *res)
@@ -325,7 +339,7 @@ static int neg_server_begin(struct es_sock *s, int *res)
 	s->ng.sv.accepted = 0;
 	s->ng.sv.t0 = t0;
 	s->ng.sv.dl = t0 + es__g.neg_ms * 1000000ll;
-	s->ng.sv.gap = 1000000;
+	s->ng.sv.gap = OFFER_GAP_NS;
 	/* A marked client binds its UDP twin right after its kernel connect
 	 * picked the port: an OFFER can beat it (ICMP). For a short while that
 	 * means "not yet" (the OFFER goes again soon), after it "plain". */
@@ -402,6 +416,7 @@ static int neg_server(struct es_sock *s)
 	int64_t t1 = es__now_ns() + es__g.neg_ms * 1000000ll;
 	if (t1 > s->ng.sv.dl)
 		s->ng.sv.dl = t1;
+	int look = 1;   /* read the side channel (es__neg_wait says when it need not) */
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
 		int64_t now = es__now_ns();
@@ -415,7 +430,10 @@ static int neg_server(struct es_sock *s)
 			if (s->ng.sv.gap < 20000000)
 				s->ng.sv.gap *= 2;
 		}
-		int res = sv_read(s, ep, host, &acc, &refused);
+		/* before the ACCEPT always (the client's HELLO may have ended
+		 * the wait while the ACCEPT waits unread: the wait's spin does not
+		 * look at the side channel); after it only when the wait says so */
+		int res = look || !s->ng.sv.accepted ? sv_read(s, ep, host, &acc, &refused) : 0;
 		if (res)
 			return res;
 		/* an OFFER sent within the grace (the last one that went) met a
@@ -424,7 +442,7 @@ static int neg_server(struct es_sock *s)
 			return es__neg_fallback(s, "client host refused the offer (plain program)");
 		if (refused) {
 			s->ng.sv.next = now + 200000;
-			s->ng.sv.gap = 1000000;
+			s->ng.sv.gap = OFFER_GAP_NS;
 			if (now >= s->ng.sv.icmp_grace)
 				s->ng.sv.icmp_grace = now;   /* the next refusal decides */
 		}
@@ -449,7 +467,7 @@ static int neg_server(struct es_sock *s)
 			return es__neg_fallback(s, "client did not answer the EMP offer");
 		}
 		int64_t until = s->ng.sv.accepted ? dl : (s->ng.sv.next < dl ? s->ng.sv.next : dl);
-		es__neg_wait(s, udp, until, 1, seq0);
+		look = es__neg_wait(s, udp, until, 1, seq0);
 	}
 }
 
@@ -534,7 +552,9 @@ int es__settle(int fd, struct es_sock *s)
 	s->ng.settling = 1;
 	pthread_mutex_unlock(&settle_mu);
 	int e = errno;
+	es__reap_hold();   /* callers hold no lock: connections the settle's engine work finished closing go at its end */
 	int r = settle(fd, s);
+	es__reap_release();
 	if (r != ES_FAILED)
 		errno = e;
 	pthread_mutex_lock(&settle_mu);
@@ -556,11 +576,13 @@ int es__settle_begin(int fd, struct es_sock *s)
 	s->ng.settling = 1;
 	pthread_mutex_unlock(&settle_mu);
 	int e = errno, res = ES_PENDING;
+	es__reap_hold();
 	if (neg_server_begin(s, &res) == 0) {
 		es__sock_lock(s);
 		es__sock_update(s, 1);   /* on its sets' ready lists: a wait settles it */
 		es__sock_unlock(s);
 	}
+	es__reap_release();
 	if (res != ES_FAILED)
 		errno = e;
 	pthread_mutex_lock(&settle_mu);

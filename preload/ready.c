@@ -307,7 +307,18 @@ static int fw_sleep(void *arg, int64_t ns)
 }
 
 /* p has room for n + 1 entries: the device goes last */
+static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns, const sigset_t *mask);
+
+/* callers hold no shim lock: closing connections this wait finished are torn down here */
 int es__wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns, const sigset_t *mask)
+{
+	es__reap_hold();
+	int r = wait_fds(wk, p, n, timeout_ns, mask);
+	es__reap_release();
+	return r;
+}
+
+static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns, const sigset_t *mask)
 {
 	emp_endpoint_t *ep = es__g.ep;
 	if (!ep) {

@@ -152,6 +152,48 @@ static void t_hello_needs_hold(void)
 	h_free(&h);
 }
 
+/* A HELLO dropped because its sender was not held yet is answered as soon
+ * as the host holds that sender (no wait for the sender's retry); one that
+ * is older than the engine keeps them, or whose sender is never held, is
+ * not, and neither allocates a peer. */
+static void t_hello_before_hold(void)
+{
+	struct harness h;
+	h_init(&h, 3, NULL, NULL);
+	void *raw = stranger(&h);
+	emp_peer_policy(h.ep[0], 1);
+	struct h_frame f, g;
+	uint8_t b[EMP_FRAME_MAX];
+	struct h_raw_frame *in = malloc(64 * sizeof *in);
+	CHECK(in);
+	raw_frame(&h, EMP_T_HELLO, &f);
+	f.dst_inc = 0;
+	f.src_ep = 100;
+	h_raw_send(&h, raw, b, h_frame_build(&f, b));
+	f.src_ep = 101;
+	f.nonce = 10;
+	h_raw_send(&h, raw, b, h_frame_build(&f, b));
+	h_run(&h, NULL, NULL, 1 * MS);
+	CHECK_EQ(h_raw_recv(&h, raw, in, 64), 0);
+	CHECK_EQ(h_ctr(&h, 0).drops[EMP_DROP_NO_SESSION], 2);
+	CHECK_EQ(peers_of(&h, 0), 0);
+	CHECK_EQ(emp_peer_hold(h.ep[0], (emp_addr_t){ 2, 100 }), 0);
+	h_run(&h, NULL, NULL, 1 * MS);
+	CHECK_EQ(h_raw_recv(&h, raw, in, 64), 1);          /* answered at the hold */
+	CHECK_EQ(h_frame_parse(in[0].b, in[0].len, &g), 0);
+	CHECK_EQ(g.type, EMP_T_HELLO_ACK);
+	CHECK_EQ(g.dst_ep, 100);
+	CHECK_EQ(g.session, 0x1234);
+	CHECK_EQ(g.nonce, 9);
+	CHECK_EQ(peers_of(&h, 0), 1);
+	h_run(&h, NULL, NULL, 200 * MS);                    /* 101's HELLO is old now */
+	CHECK_EQ(emp_peer_hold(h.ep[0], (emp_addr_t){ 2, 101 }), 0);
+	h_run(&h, NULL, NULL, 1 * MS);
+	CHECK_EQ(h_raw_recv(&h, raw, in, 64), 0);
+	free(in);
+	h_free(&h);
+}
+
 /* A peer that forgot us opens its session again with the same number: the
  * nonce tells the sessions apart, so its message 1 is a new message, not
  * a duplicate of the old session's message 1. */
@@ -189,6 +231,7 @@ static const struct emp_test tests[] = {
 	{ "peers_hold", t_hold, 30 },
 	{ "peers_stale_allocates_nothing", t_stale_allocates_nothing, 30 },
 	{ "peers_hello_needs_hold", t_hello_needs_hold, 30 },
+	{ "peers_hello_before_hold", t_hello_before_hold, 30 },
 	{ "peers_session_nonce", t_session_nonce, 30 },
 };
 const struct emp_test_suite emp_suite_peers = { "peers", tests, sizeof(tests) / sizeof(tests[0]) };
