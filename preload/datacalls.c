@@ -224,47 +224,17 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	return put_ret(s, tx(s, m->msg_iov, (int)m->msg_iovlen, flags));
 }
 
+/* the file is read straight into the stream's send slots (one copy) */
 static ssize_t emp_sendfile(struct es_sock *s, int in, off_t *off, size_t count)
 {
-	size_t chunk = 256 * 1024, done = 0;
-	char *buf = malloc(chunk < count ? chunk : (count ? count : 1));
-	if (!buf) {
-		errno = ENOMEM;
+	int e = errno;
+	ssize_t r = es__send_file(s, in, off, count);
+	if (r < 0) {
+		errno = (int)-r;
 		return -1;
 	}
-	if (chunk > count)
-		chunk = count;
-	off_t pos = off ? *off : 0;
-	ssize_t ret = 0;
-	while (done < count) {
-		size_t want = count - done < chunk ? count - done : chunk;
-		ssize_t n = off ? pread(in, buf, want, pos) : R_(read)(in, buf, want);
-		if (n < 0) {
-			ret = done ? 0 : -1;
-			break;
-		}
-		if (n == 0)
-			break;
-		ssize_t w = tx(s, &(struct iovec){ buf, (size_t)n }, 1, MSG_NOSIGNAL);
-		if (w < 0) {
-			if (!done) {
-				if (errno == EPIPE)
-					pthread_kill(pthread_self(), SIGPIPE);
-				ret = -1;
-			}
-			break;
-		}
-		done += (size_t)w;
-		pos += w;
-		if (!off && w < n)
-			lseek(in, w - n, SEEK_CUR);
-		if (w < n)
-			break;
-	}
-	free(buf);
-	if (off)
-		*off = pos;
-	return ret < 0 ? -1 : (ssize_t)done;
+	errno = e;
+	return r;
 }
 
 ssize_t sendfile(int out, int in, off_t *off, size_t count)

@@ -353,6 +353,7 @@ void es__process(struct es_sock *s);          /* lock held: take the completed r
 unsigned es__stream_events(struct es_sock *s);  /* an EMP stream's readiness as poll bits; lock held */
 ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags);
 ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int flags);
+ssize_t es__send_file(struct es_sock *s, int in, off_t *off, size_t count);   /* sendfile: read into the send slots */
 int es__shutdown(struct es_sock *s, int how);
 void es__uncork(struct es_sock *s);     /* TCP_CORK off / TCP_NODELAY on: post what corking held (stream_app.c) */
 int es__fionread(struct es_sock *s);

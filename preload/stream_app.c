@@ -173,18 +173,80 @@ out:
 	return ret;
 }
 
+/* where a send's bytes come from: the caller's vectors, or a file read
+ * straight into the send slots (sendfile: one copy, not two) */
+struct src {
+	const struct iovec *iov;
+	int iovcnt, vi;
+	size_t vo;
+	int fd;                          /* -1: iov */
+	off_t *pos;                      /* pread at *pos, else read */
+	int err;                         /* the file's read failed (errno) */
+};
+
+/* up to n bytes into dst: how many (0: the source has no more) */
+static size_t src_take(struct src *x, uint8_t *dst, size_t n)
+{
+	if (x->fd >= 0) {
+		ssize_t r;
+		do
+			r = x->pos ? pread(x->fd, dst, n, *x->pos) : R_(read)(x->fd, dst, n);
+		while (r < 0 && errno == EINTR);
+		if (r < 0) {
+			x->err = errno;
+			return 0;
+		}
+		if (x->pos)
+			*x->pos += r;
+		return (size_t)r;
+	}
+	size_t got = 0;
+	while (got < n && x->vi < x->iovcnt) {
+		if (x->vo == x->iov[x->vi].iov_len) {
+			x->vi++;
+			x->vo = 0;
+			continue;
+		}
+		size_t k = x->iov[x->vi].iov_len - x->vo;
+		if (k > n - got)
+			k = n - got;
+		memcpy(dst + got, (const char *)x->iov[x->vi].iov_base + x->vo, k);
+		x->vo += k;
+		got += k;
+	}
+	return got;
+}
+
+static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int flags);
+
 ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
-	size_t total = 0, sent = 0;
+	size_t total = 0;
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
+	struct src x = { .iov = iov, .iovcnt = iovcnt, .fd = -1 };
+	return send_from(s, &x, total, flags);
+}
+
+/* sendfile: count bytes of in (at *off, else its file offset) into the stream;
+ * a read error with nothing sent is returned (-errno) */
+ssize_t es__send_file(struct es_sock *s, int in, off_t *off, size_t count)
+{
+	struct src x = { .fd = in, .pos = off };
+	ssize_t r = send_from(s, &x, count, 0);
+	if (r == 0 && x.err)
+		return -x.err;
+	return r;
+}
+
+static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int flags)
+{
+	size_t sent = 0;
 	emp_progress_due(es__g.ep);
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
 	int64_t dl = deadline_of(s->sndtimeo_ns);
 	int dontwait = s->nonblock || (flags & MSG_DONTWAIT);
-	int vi = 0;
-	size_t vo = 0;
 	ssize_t ret;
 	es__process(s);
 	/* coalescing (hold.c): a corked writer, MSG_MORE, or an event-loop round
@@ -204,21 +266,24 @@ ssize_t es__send(struct es_sock *s, const struct iovec *iov, int iovcnt, int fla
 			goto out;
 		}
 		while (sent < total && es__can_stage(c)) {
-			if (!tx_tail_open(c)) {
+			int fresh = !tx_tail_open(c);
+			if (fresh) {
 				c->slen[c->tx_staged % c->tx_slots] = 0;
 				c->sfin[c->tx_staged % c->tx_slots] = 0;
 				c->tx_staged++;
 			}
 			unsigned i = (c->tx_staged - 1) % c->tx_slots;
 			uint8_t *b = sslot(c, c->tx_staged - 1) + ES_HDR;
-			while (sent < total && c->slen[i] < c->tx_slot_sz) {
-				while (vi < iovcnt && vo == iov[vi].iov_len) { vi++; vo = 0; }
-				size_t k = iov[vi].iov_len - vo;
-				if (k > c->tx_slot_sz - c->slen[i])
-					k = c->tx_slot_sz - c->slen[i];
-				memcpy(b + c->slen[i], (const char *)iov[vi].iov_base + vo, k);
-				c->slen[i] += k; vo += k; sent += k;
+			size_t room = c->tx_slot_sz - c->slen[i];
+			size_t k = src_take(x, b + c->slen[i], total - sent < room ? total - sent : room);
+			if (!k) {                /* the file ended (or failed) early */
+				if (fresh)
+					c->tx_staged--;
+				total = sent;
+				break;
 			}
+			c->slen[i] += (uint32_t)k;
+			sent += k;
 			es__flush(c);
 		}
 		if (sent == total)
