@@ -25,7 +25,8 @@
  * Setting PACKET_TX_RING costs an RCU grace period, so the ring is built on
  * a socket of its own by afp_lazy.c's builder thread (or at open with
  * EMP_AFP_RING_AFTER=0) and published with a release store; until then, and
- * whenever the mode is mmsg (EMP_AFP_TX=mmsg), tx_burst uses sendmmsg.
+ * unless EMP_AFP_TX=ring asks for it (AFP_TXRING_DEFAULT), tx_burst uses
+ * sendmmsg.
  * The socket is bound with protocol 0 (it hears nothing); every flush names
  * the EtherType and interface (txaddr).
  */
@@ -44,11 +45,13 @@ static struct tpacket2_hdr *tslot(const struct afp *a, unsigned i)
 				       (size_t)(i % a->tper_block) * a->tframe_size);
 }
 
-/* The mode EMP_AFP_TX asks for: 1 ring (default), 0 sendmmsg; anything
- * else is ignored (the default). */
+/* The mode EMP_AFP_TX asks for: "ring" 1, "mmsg" 0; unset or anything
+ * else the default (AFP_TXRING_DEFAULT). */
 int emp__afp_txring_wanted(void)
 {
 	const char *e = secure_getenv("EMP_AFP_TX");
+	if (e && !strcmp(e, "ring"))
+		return 1;
 	if (e && !strcmp(e, "mmsg"))
 		return 0;
 	return AFP_TXRING_DEFAULT;

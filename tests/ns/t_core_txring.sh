@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_core_txring: the AF_PACKET driver's transmit ring (afp_txring.c): bulk messages and a ping-pong go through it intact (checksummed frames), and EMP_AFP_TX=mmsg keeps sendmmsg.
+# t_core_txring: the AF_PACKET driver's transmit ring (afp_txring.c, EMP_AFP_TX=ring): bulk messages and a ping-pong go through it intact (checksummed frames), and EMP_AFP_TX=mmsg keeps sendmmsg.
 # timeout: 120
 . "$(dirname "$0")/lib.sh"
 cluster_up
@@ -31,9 +31,9 @@ expect "mmsg: sendmmsg only (${mmsg_mmsg:-0} calls, sendto ${mmsg_sendto:-0})" \
 	[ "${mmsg_mmsg:-0}" -gt 100 -a "${mmsg_sendto:-0}" -lt 10 ]
 # a small ping-pong after the ring is up: single frames leave at once
 PIDS=()
-bg 2 "$T/pp.srv" "$BIN/emp-pingpong" -s --once
+EMP_AFP_TX=ring bg 2 "$T/pp.srv" "$BIN/emp-pingpong" -s --once
 sleep 0.3
-on 1 "$BIN/emp-pingpong" -c h2 -m 64 -n 3000 >"$T/pp" 2>&1 || { cat "$T/pp"; fail "ping-pong failed"; }
+EMP_AFP_TX=ring on 1 "$BIN/emp-pingpong" -c h2 -m 64 -n 3000 >"$T/pp" 2>&1 || { cat "$T/pp"; fail "ping-pong failed"; }
 wait "${PIDS[0]}" || fail "ping-pong server failed"
 cat "$T/pp"
 expect "ping-pong over the ring completed" grep -q "64 bytes" "$T/pp"
