@@ -12,6 +12,7 @@
 #include "driver.h"
 
 #define AFP_TX_BATCH 256    /* frames per sendmmsg (the engine's batch is up to 256) */
+#define AFP_TXRING_DEFAULT 1   /* EMP_AFP_TX unset: 1 the tx ring (once built), 0 sendmmsg */
 
 /* how the receive socket is read (afp.mode, changed by the builder thread) */
 enum {
@@ -39,6 +40,17 @@ struct afp {
 	unsigned held;          /* slots between tail and head */
 	uint8_t *skip;          /* slot consumed by rx_burst but not returned */
 	uint64_t truncated, oversize;
+	/* transmit ring (afp_txring.c), built off the critical path */
+	int want_txring;        /* EMP_AFP_TX: build it */
+	int qdisc_bypass;
+	int txring_up;          /* published (release) once trfd and tring are ready */
+	int trfd;
+	uint8_t *tring;
+	size_t tring_len;
+	unsigned tframe_size, tblock_size, tper_block, tnframes;
+	unsigned thead;         /* next slot to fill */
+	uint64_t txring_full;   /* bursts cut short by a full ring */
+	uint64_t txring_short;  /* flushes the kernel did not take whole */
 	/* tx_burst's message headers (the engine calls it under its lock): on
 	 * the heap, not on the caller's stack, which may be a small thread's */
 	struct mmsghdr mm[AFP_TX_BATCH];
@@ -70,6 +82,11 @@ int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, 
 int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max);
 void emp__afp_ring_rx_release(struct afp *a, unsigned n);
 int emp__afp_filtered_socket(const struct afp *a);
+
+int emp__afp_txring_wanted(void);
+int emp__afp_txring_open(struct afp *a);
+void emp__afp_txring_close(struct afp *a);
+int emp__afp_txring_burst(struct afp *a, const struct emp_txframe *f, unsigned n);
 
 int emp__afp_lazy_init(struct afp *a);
 int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max);

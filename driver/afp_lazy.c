@@ -301,8 +301,11 @@ static void *builder(void *arg)
 	while (a->mode != AFP_RING && !a->stop)
 		pthread_cond_wait(&a->cv, &a->mu);
 	a->hfd = -1;
+	int stop = a->stop;
 	pthread_mutex_unlock(&a->mu);
 	emp__sys_close(h);
+	if (a->want_txring && !stop)
+		(void)emp__afp_txring_open(a);   /* its own grace period; failed: sendmmsg stays */
 	return NULL;
 }
 

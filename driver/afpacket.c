@@ -34,7 +34,8 @@
  * EMP_AFP_RING_AFTER=0 builds it at open, before the bind, as before.
  *
  * Transmit: sendmmsg(), one syscall per burst of up to TX_BATCH (256) frames, each
- * msghdr gathering the header and the caller's pieces (no staging copy).
+ * msghdr gathering the header and the caller's pieces (no staging copy); or,
+ * once afp_lazy.c's builder has set it up, the tx ring (afp_txring.c).
  * EAGAIN/ENOBUFS ends the burst early (the caller counts the rest as drops);
  * a frame the device refuses as too long (EMSGSIZE) is skipped and counted.
  */
@@ -107,6 +108,7 @@ static void afp_close(void *priv)
 	if (!a)
 		return;
 	emp__afp_lazy_close(a);      /* the ring builder first: it uses fd */
+	emp__afp_txring_close(a);
 	if (a->ring)
 		munmap(a->ring, a->ring_len);
 	if (a->fd >= 0)
@@ -281,7 +283,9 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 		seterr(p, "emp: afpacket: out of memory");
 		return -ENOMEM;
 	}
-	a->fd = a->hfd = -1;
+	a->fd = a->hfd = a->trfd = -1;
+	a->qdisc_bypass = p->qdisc_bypass;
+	a->want_txring = emp__afp_txring_wanted();
 	a->etype = p->ethertype ? p->ethertype : EMP_ETHERTYPE_DEFAULT;
 	a->epid = p->endpoint;
 	a->kick = p->kick;
@@ -323,6 +327,8 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 		while (recv(a->fd, a->skip, 1, MSG_DONTWAIT | MSG_TRUNC) >= 0)
 			;
 		a->mode = AFP_RING;
+		if (a->want_txring)
+			(void)emp__afp_txring_open(a);    /* failed: sendmmsg stays */
 	}
 
 	struct sockaddr_ll sll;
@@ -345,6 +351,8 @@ fail:
 static int afp_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 {
 	struct afp *a = priv;
+	if (__atomic_load_n(&a->txring_up, __ATOMIC_ACQUIRE))
+		return emp__afp_txring_burst(a, f, n);
 	struct mmsghdr *mm = a->mm;
 	struct iovec (*iov)[1 + EMP_TX_PIECES] = a->iov;
 	unsigned done = 0;

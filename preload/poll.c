@@ -50,6 +50,16 @@ static int emp_ready(struct pollfd *fds, struct es_sock **ss, nfds_t n)
 	return k;
 }
 
+/* Fairness look at the kernel fds of a call that EMP sockets already answer:
+ * one system call each, so a loop whose EMP sockets are always ready (a bulk
+ * reader's select) looks only every KLOOK_EVERY-th time, and every time while
+ * the last look found one ready. A ready kernel fd is reported at the latest
+ * KLOOK_EVERY calls later (a sleep looks at them every time). */
+#define KLOOK_EVERY 16
+static __thread unsigned klook_n;
+static __thread int klook_busy;
+static int klook_due(void) { return klook_busy || ++klook_n % KLOOK_EVERY == 0; }
+
 /* one es__poll call: the application's array, our wake on its EMP sockets,
  * the kernel fds (t[0..nk), then the liveness set and our eventfd) */
 struct pcall {
@@ -109,10 +119,11 @@ static int pc_wait(struct pcall *pc)
 	for (;;) {
 		es__wake_reset(&pc->wk);
 		int ready = emp_ready(pc->fds, pc->ss, pc->n), kready = 0, connecting = 0;
-		if (ready && nk) {
-			/* EMP has answers: the kernel fds get one look too (fairness) */
+		if (ready && nk && klook_due()) {
+			/* EMP has answers: the kernel fds get a look too (fairness) */
 			if (real_wait(pc->t, (nfds_t)nk, 0, NULL) > 0)
 				kready = 1;
+			klook_busy = kready;
 		} else if (!ready) {
 			int64_t now = es__now_ns();
 			int r = es__wait_fds(&pc->wk, pc->t, nk + 2, pc->dl < 0 ? -1 : pc->dl > now ? pc->dl - now : 0,

@@ -1,8 +1,10 @@
 /* emp-verify.c: end-to-end check over a real wire: clients send patterned messages, the server verifies every byte. */
+#include <time.h>
 #include <unistd.h>
 #include "tool.h"
 
 #define TAG 10
+#define LINGER_NS 300000000ull   /* server: answering after the last message */
 #define DEPTH 16
 
 struct mhdr { uint32_t index, size, seed, from; };
@@ -101,6 +103,14 @@ int main(int argc, char **argv)
 			struct iovec iov = { m, maxsz };
 			if (got + DEPTH - 1 < want + DEPTH && emp_post_recv(ep, any, TAG, &iov, 1, &rr[k]) < 0)
 				tool_die("recv", -ENOBUFS);
+		}
+		/* the last message's completion ack may be lost: its sender resends
+		 * and needs an answer (a duplicate ack), so stay a while (about 8
+		 * of its backed-off retransmissions) before the endpoint goes */
+		for (uint64_t until = emp_now_ns() + LINGER_NS; emp_now_ns() < until;) {
+			emp_progress(ep);
+			struct timespec ts = { 0, 200000 };
+			nanosleep(&ts, NULL);
 		}
 		printf("emp-verify: %ld messages, %ld bytes, %d bad\n", got, bytes, bad);
 		tool_counters(ep, stdout);
