@@ -12,6 +12,7 @@ const char *const emp__drop_names[EMP_DROP_MAX] = {
 	[EMP_DROP_UNKNOWN_MSG] = "unknown_msg", [EMP_DROP_NO_PEER_SLOT] = "no_peer_slot",
 	[EMP_DROP_TX_FULL] = "tx_full", [EMP_DROP_ORDER] = "order",
 	[EMP_DROP_DST_MAC] = "dst_mac", [EMP_DROP_EXPIRED] = "expired",
+	[EMP_DROP_AUTH] = "auth",
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c)
