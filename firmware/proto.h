@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 #define EMP_PROTO_VERSION     2
+#define EMP_PROTO_VERSION_AUTH 10   /* version 2 with a tag after every frame (option auth) */
+#define EMP_AUTH_TAG_LEN      8
 #define EMP_ETHERTYPE_DEFAULT 0x88B5
 #define EMP_ETH_HLEN          14
 

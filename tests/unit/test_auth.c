@@ -1,8 +1,14 @@
 /* test_auth.c: frame authentication: SipHash-2-4 against the reference vectors; forged, replayed and cross-session frames on the sim wire. */
-#include "harness.h"
-#include "runner.h"
-
+#include <errno.h>
 #include <string.h>
+#include "runner.h"
+#include "harness.h"
+#include "fw_int.h"
+#include "../../libemp/internal.h"
+
+#define SEC 1000000000ull
+#define MS  1000000ull
+#define US  1000ull
 
 /* SipHash-2-4 reference vectors (Aumasson and Bernstein, vectors.h): key
  * 00..0f, message 00..(n-1), the 64-bit result as little-endian bytes. */
@@ -65,7 +71,152 @@ static void t_siphash_vectors(void)
 	}
 }
 
+/* ---- the engine with auth on, on the sim wire ---- */
+
+static const uint8_t KEY[16] = "cluster-secret!";
+static const uint8_t ATTACKER[6] = { 0x02, 0, 0, 0, 0, 0xee };
+
+static struct emp_fw_config auth_cfg(void)
+{
+	struct emp_fw_config c;
+	emp__fw_config_defaults(&c);
+	c.auth = 1;
+	memcpy(c.auth_key, KEY, 16);
+	return c;
+}
+
+/* every frame the wire carries, as sent (the attacker's capture) */
+struct cap_frame { uint32_t len; uint8_t b[1600]; };
+static struct cap_frame cap[1024];
+static int ncap;
+
+static void tap(void *arg, const struct emp_txframe *f)
+{
+	(void)arg;
+	uint32_t n = f->hdr_len;
+	for (unsigned k = 0; k < f->npieces; k++)
+		n += f->piece[k].len;
+	if (ncap == 1024 || n > sizeof(cap[0].b))
+		return;
+	uint8_t *o = cap[ncap].b;
+	memcpy(o, f->hdr, f->hdr_len);
+	o += f->hdr_len;
+	for (unsigned k = 0; k < f->npieces; k++, o += f->piece[k - 1].len)
+		memcpy(o, f->piece[k].p, f->piece[k].len);
+	cap[ncap++].len = n;
+}
+
+/* the last captured frame of type from host a to host b */
+static const struct cap_frame *cap_last(struct harness *h, int a, int b, uint8_t type)
+{
+	for (int i = ncap - 1; i >= 0; i--) {
+		const uint8_t *f = cap[i].b;
+		if (!memcmp(f, h->mac[b], 6) && !memcmp(f + 6, h->mac[a], 6) &&
+		    EMP_VTF_TYPE(get16(f + EMP_ETH_HLEN + EMP_C_VTF)) == type)
+			return &cap[i];
+	}
+	CHECK_MSG(0, "no frame of type %u from h%d to h%d captured", type, a, b);
+	return NULL;
+}
+
+/* f built as a tagged frame; the tag: under key, or these 8 bytes, or garbage */
+static size_t build(const struct h_frame *f, uint8_t *buf, const uint8_t *key, const uint8_t *tag)
+{
+	struct h_frame g = *f;
+	g.version = EMP_PROTO_VERSION_AUTH;
+	size_t n = h_frame_build(&g, buf);
+	if (key)
+		put64(buf + n, emp__siphash(key, buf, n));
+	else if (tag)
+		memcpy(buf + n, tag, 8);
+	else
+		put64(buf + n, 0x0123456789abcdefull);
+	return n + 8;
+}
+
+static uint32_t match_next(struct harness *h, int at, int from)
+{
+	int32_t p = emp__peer_get(h->ep[at]->fw, (uint16_t)from, 1, 0);
+	CHECK(p != NIL);
+	return h->ep[at]->fw->peer[p].match_next;
+}
+
+/* a receive of len bytes for tag from host `from`, then the real message
+ * (seed): the receive must get exactly that one */
+static void real_message(struct harness *h, int from, int to, emp_req_t *rr, uint8_t *rb, size_t len,
+			 uint32_t tag, uint32_t seed)
+{
+	static uint8_t sb[4096];
+	struct emp_status st;
+	emp_req_t *sr;
+	h_fill(sb, len, seed);
+	struct iovec sv = { sb, len };
+	CHECK_EQ(emp_post_send(h->ep[from], h_addr(to), tag, &sv, 1, &sr), 0);
+	CHECK(h_wait(h, to, rr, &st, 5 * SEC));
+	CHECK_EQ(st.result, (long long)len);
+	CHECK_MSG(h_check(rb, len, seed), "the receive got other bytes than the real message's");
+	CHECK(h_wait(h, from, sr, &st, 5 * SEC));
+	CHECK_EQ(st.result, (long long)len);
+}
+
+/* A host that spoofs h0's (or h1's) MAC and knows every id forges DATA
+ * (tagged with a wrong tag, and untagged), STALE, HELLO, ACK and PROBE: all
+ * dropped as auth failures; nothing is delivered, reset or acked; the stream
+ * goes on intact. */
+static void t_forged(void)
+{
+	struct harness h;
+	struct emp_fw_config cfg = auth_cfg();
+	h_init(&h, 2, NULL, &cfg);
+	void *att = h_raw_open(&h, ATTACKER);
+	h_xfer(&h, 0, 1, 5000, 1, 1, 5 * SEC);
+	h_xfer(&h, 1, 0, 5000, 1, 2, 5 * SEC);
+	struct emp_counters c1 = h_ctr(&h, 1), c0 = h_ctr(&h, 0);
+	static uint8_t rb[4096], buf[2048];
+	emp_req_t *rr;
+	struct iovec v = { rb, 100 };
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v, 1, &rr), 0);
+	struct h_frame f;
+	h_frame_as(&h, 0, 1, EMP_T_DATA, &f);        /* the next message of h0's session, every id right */
+	f.msg_id = match_next(&h, 1, 0);
+	f.tag = 7;
+	f.msg_len = f.plen = 100;
+	f.frag = 1500 - EMP_DATA_OVERHEAD - 8;
+	f.flags = EMP_F_LAST;
+	f.payload = "forged forged forged forged forged forged forged forged forged forged forged forged forged forged";
+	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));              /* wrong tag */
+	h_raw_send(&h, att, buf, h_frame_build(&f, buf));                 /* no tag (version 2) */
+	h_frame_as(&h, 0, 1, EMP_T_STALE, &f);       /* "h0 restarted": would reset both sessions */
+	f.named = f.src_inc;
+	f.src_inc ^= 0x5555;
+	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));
+	h_frame_as(&h, 0, 1, EMP_T_HELLO, &f);       /* a new session of h0's life: would reset its receives */
+	f.session += 7;
+	f.nonce = 0x7fffffff;
+	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));
+	h_frame_as(&h, 1, 0, EMP_T_ACK, &f);         /* an ack of h0's next message (not sent yet) */
+	f.msg_id = 3;
+	f.cum = f.nframes = 1;
+	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));
+	h_frame_as(&h, 1, 0, EMP_T_PROBE, &f);
+	f.dst_inc = 99;
+	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));
+	h_run(&h, NULL, NULL, 10 * MS);
+	struct emp_counters d1 = h_ctr(&h, 1), d0 = h_ctr(&h, 0);
+	CHECK_EQ(d1.drops[EMP_DROP_AUTH] - c1.drops[EMP_DROP_AUTH], 4);
+	CHECK_EQ(d0.drops[EMP_DROP_AUTH] - c0.drops[EMP_DROP_AUTH], 2);
+	CHECK_EQ(d1.peer_restarts, c1.peer_restarts);
+	CHECK_EQ(d0.stale_sent, c0.stale_sent);                     /* the probe drew no STALE */
+	CHECK_EQ(d1.msgs_received, c1.msgs_received);              /* nothing delivered */
+	real_message(&h, 0, 1, rr, rb, 100, 7, 11);
+	h_xfer(&h, 0, 1, 200000, 2, 12, 5 * SEC);
+	h_xfer(&h, 1, 0, 200000, 2, 13, 5 * SEC);
+	CHECK_EQ(h_ctr(&h, 0).send_errors + h_ctr(&h, 1).recv_errors, 0);
+	h_free(&h);
+}
+
 static const struct emp_test tests[] = {
 	{ "auth_siphash_vectors", t_siphash_vectors, 10 },
+	{ "auth_forged", t_forged, 30 },
 };
 const struct emp_test_suite emp_suite_auth = { "auth", tests, sizeof(tests) / sizeof(tests[0]) };
