@@ -1,6 +1,11 @@
 /* test_auth.c: frame authentication: SipHash-2-4 against the reference vectors; forged, replayed and cross-session frames on the sim wire. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "runner.h"
 #include "harness.h"
 #include "fw_int.h"
@@ -202,21 +207,196 @@ static void t_forged(void)
 	f.dst_inc = 99;
 	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));
 	h_run(&h, NULL, NULL, 10 * MS);
+	real_message(&h, 0, 1, rr, rb, 100, 7, 11);                 /* the receive got the real one */
 	struct emp_counters d1 = h_ctr(&h, 1), d0 = h_ctr(&h, 0);
 	CHECK_EQ(d1.drops[EMP_DROP_AUTH] - c1.drops[EMP_DROP_AUTH], 4);
 	CHECK_EQ(d0.drops[EMP_DROP_AUTH] - c0.drops[EMP_DROP_AUTH], 2);
 	CHECK_EQ(d1.peer_restarts, c1.peer_restarts);
 	CHECK_EQ(d0.stale_sent, c0.stale_sent);                     /* the probe drew no STALE */
-	CHECK_EQ(d1.msgs_received, c1.msgs_received);              /* nothing delivered */
-	real_message(&h, 0, 1, rr, rb, 100, 7, 11);
+	CHECK_EQ(d1.msgs_received - c1.msgs_received, 1);          /* only the real one delivered */
 	h_xfer(&h, 0, 1, 200000, 2, 12, 5 * SEC);
 	h_xfer(&h, 1, 0, 200000, 2, 13, 5 * SEC);
 	CHECK_EQ(h_ctr(&h, 0).send_errors + h_ctr(&h, 1).recv_errors, 0);
 	h_free(&h);
 }
 
+/* h1's view of h0's session toward it */
+static struct peer *rx_view(struct harness *h, int at, int from)
+{
+	int32_t p = emp__peer_get(h->ep[at]->fw, (uint16_t)from, 1, 0);
+	CHECK(p != NIL);
+	return &h->ep[at]->fw->peer[p];
+}
+
+/* HELLOs recorded from h0's previous life and from an earlier session of
+ * its current life, replayed (validly tagged) while h0 streams to h1 on its
+ * current session: neither resets anything (the old life's draws a PROBE,
+ * which the live life ignores; the older session's nonce is below the
+ * current one), both are counted as stale, the message completes intact. */
+static void t_replayed_hello(void)
+{
+	struct harness h;
+	struct emp_fw_config cfg = auth_cfg();
+	struct emp_sim_faults fl = { .seed = 3, .delay_ns = 100 * US };
+	h_init(&h, 2, &fl, &cfg);
+	void *att = h_raw_open(&h, ATTACKER);
+	ncap = 0;
+	emp_sim_wire_tap(h.wire, tap, NULL);
+	h_xfer(&h, 0, 1, 5000, 1, 1, 5 * SEC);
+	struct cap_frame old_life = *cap_last(&h, 0, 1, EMP_T_HELLO);
+	h_restart(&h, 0);
+	h_xfer(&h, 0, 1, 5000, 1, 2, 5 * SEC);
+	struct cap_frame old_session = *cap_last(&h, 0, 1, EMP_T_HELLO);
+	h.now += 2 * SEC;                            /* idle: h0's next send opens a new session */
+	h_xfer(&h, 0, 1, 5000, 1, 3, 5 * SEC);
+	const struct cap_frame *cur = cap_last(&h, 0, 1, EMP_T_HELLO);
+	CHECK(get32(cur->b + EMP_ETH_HLEN + EMP_HDR_LEN + 4) != get32(old_session.b + EMP_ETH_HLEN + EMP_HDR_LEN + 4));
+	struct peer keep = *rx_view(&h, 1, 0);
+	CHECK_EQ(keep.rx_remote_inc, h_incarnation(&h, 0));
+	struct emp_counters c1 = h_ctr(&h, 1);
+	/* a 1 MB message under way (a few round trips of 200 us) */
+	static uint8_t rb[1 << 20], sb[1 << 20];
+	emp_req_t *rr, *sr;
+	struct emp_status st;
+	struct iovec rv = { rb, sizeof(rb) }, sv = { sb, sizeof(sb) };
+	h_fill(sb, sizeof(sb), 21);
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 5, &rv, 1, &rr), 0);
+	CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 5, &sv, 1, &sr), 0);
+	h_run(&h, NULL, NULL, 250 * US);
+	CHECK(h_ctr(&h, 1).rx_data > c1.rx_data);
+	h_raw_send(&h, att, old_life.b, old_life.len);
+	h_raw_send(&h, att, old_session.b, old_session.len);
+	CHECK(h_wait(&h, 1, rr, &st, 5 * SEC));
+	CHECK_EQ(st.result, (long long)sizeof(rb));
+	CHECK(h_check(rb, sizeof(rb), 21));
+	CHECK(h_wait(&h, 0, sr, &st, 5 * SEC));
+	CHECK_EQ(st.result, (long long)sizeof(sb));
+	struct emp_counters d1 = h_ctr(&h, 1);
+	struct peer *now = rx_view(&h, 1, 0);
+	CHECK_EQ(now->rx_remote_inc, keep.rx_remote_inc);
+	CHECK_EQ(now->rx_session, keep.rx_session);
+	CHECK_EQ(now->rx_nonce, keep.rx_nonce);
+	CHECK_EQ(d1.peer_restarts, c1.peer_restarts);
+	CHECK_EQ(d1.recv_errors, c1.recv_errors);
+	CHECK(d1.drops[EMP_DROP_STALE] - c1.drops[EMP_DROP_STALE] >= 2);
+	CHECK(d1.probes_sent > c1.probes_sent);        /* the old life's HELLO: its live successor asked */
+	CHECK_EQ(d1.drops[EMP_DROP_AUTH], 0);
+	h_xfer(&h, 0, 1, 200000, 2, 22, 5 * SEC);
+	h_free(&h);
+}
+
+/* Frames authentic in another session, given every id of the current one:
+ * a DATA frame of h0's session toward h2, and one of h0's session toward h1's
+ * previous life, re-addressed to h1's current session as its next message.
+ * Both fail the tag (the key differs), nothing is delivered, and the real
+ * message gets the receive. Verbatim replays of the previous life's frame are
+ * dropped as stale. */
+static void t_cross_session(void)
+{
+	struct harness h;
+	struct emp_fw_config cfg = auth_cfg();
+	h_init(&h, 3, NULL, &cfg);
+	void *att = h_raw_open(&h, ATTACKER);
+	ncap = 0;
+	emp_sim_wire_tap(h.wire, tap, NULL);
+	h_xfer(&h, 0, 2, 1000, 7, 1, 5 * SEC);
+	struct cap_frame other_pair = *cap_last(&h, 0, 2, EMP_T_DATA);
+	h_xfer(&h, 0, 1, 1000, 7, 2, 5 * SEC);
+	struct cap_frame old_life = *cap_last(&h, 0, 1, EMP_T_DATA);
+	h_restart(&h, 1);
+	static uint8_t one[1];
+	struct iovec iv = { one, 1 };
+	emp_req_t *sr;
+	struct emp_status st;
+	CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 9, &iv, 1, &sr), 0);
+	CHECK(h_wait(&h, 0, sr, &st, 5 * SEC));          /* the restart is noticed (ECONNRESET) */
+	h_xfer(&h, 0, 1, 1000, 7, 3, 5 * SEC);          /* the new session */
+	struct emp_counters c1 = h_ctr(&h, 1);
+	static uint8_t rb[4096], buf[2048];
+	emp_req_t *rr;
+	struct iovec v = { rb, 1000 };
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v, 1, &rr), 0);
+	const struct cap_frame *src[2] = { &other_pair, &old_life };
+	for (int i = 0; i < 2; i++) {
+		struct h_frame f, g;
+		CHECK_EQ(h_frame_parse(src[i]->b, src[i]->len, &f), 0);
+		h_frame_as(&h, 0, 1, EMP_T_DATA, &g);     /* the ids of h0's session toward h1 now */
+		memcpy(f.dst, g.dst, 6);
+		f.dst_inc = g.dst_inc;
+		f.src_inc = g.src_inc;
+		f.session = g.session;
+		f.msg_id = match_next(&h, 1, 0);
+		f.prev = 0;
+		f.flags &= (uint16_t)~EMP_F_PIGGY;
+		h_raw_send(&h, att, buf, build(&f, buf, NULL, src[i]->b + src[i]->len - 8));
+	}
+	h_raw_send(&h, att, old_life.b, old_life.len);  /* verbatim: names h1's previous life */
+	h_run(&h, NULL, NULL, 10 * MS);
+	real_message(&h, 0, 1, rr, rb, 1000, 7, 4);                /* the receive got the real one */
+	struct emp_counters d1 = h_ctr(&h, 1);
+	CHECK_EQ(d1.drops[EMP_DROP_AUTH] - c1.drops[EMP_DROP_AUTH], 2);
+	CHECK_EQ(d1.drops[EMP_DROP_STALE] - c1.drops[EMP_DROP_STALE], 1);
+	CHECK_EQ(d1.msgs_received - c1.msgs_received, 1);
+	h_xfer(&h, 0, 1, 200000, 2, 5, 5 * SEC);
+	h_free(&h);
+}
+
+/* option auth needs auth_key; the key file: a regular file, ours or root's,
+ * no group or other bits, 16..4096 bytes; anything else a clear error */
+static void t_key_file(void)
+{
+	struct emp_conf c;
+	char err[512], dir[] = "/tmp/emp-authkey-XXXXXX", path[600], fifo[600];
+	const char *bad = "option auth on\n";
+	CHECK_EQ(emp_conf_parse(&c, "t", bad, strlen(bad), err, sizeof(err)), -EINVAL);
+	CHECK_MSG(strstr(err, "t:1: option auth on needs option auth_key"), "%s", err);
+	const char *rel = "option auth_key key\n";
+	CHECK_EQ(emp_conf_parse(&c, "t", rel, strlen(rel), err, sizeof(err)), -EINVAL);
+	CHECK(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/key", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	char good[700];
+	snprintf(good, sizeof(good), "option auth on\noption auth_key %s\n", path);
+	CHECK_EQ(emp_conf_parse(&c, "t", good, strlen(good), err, sizeof(err)), 0);
+	CHECK(c.opt.auth == 1 && !strcmp(c.opt.auth_key, path));
+	emp_conf_free(&c);
+	uint8_t k1[16], k2[16];
+	CHECK_EQ(emp__auth_key_load(path, k1, err, sizeof(err)), -ENOENT);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, "0123456789abcde", 15), 15);
+	CHECK_EQ(emp__auth_key_load(path, k1, err, sizeof(err)), -EINVAL);    /* too short */
+	CHECK_MSG(strstr(err, "15 bytes"), "%s", err);
+	CHECK_EQ(write(fd, "f", 1), 1);
+	close(fd);
+	CHECK_EQ(emp__auth_key_load(path, k1, err, sizeof(err)), 0);
+	CHECK_EQ(emp__auth_key_load(path, k2, err, sizeof(err)), 0);
+	CHECK(!memcmp(k1, k2, 16));
+	CHECK_EQ(chmod(path, 0640), 0);
+	CHECK_EQ(emp__auth_key_load(path, k2, err, sizeof(err)), -EPERM);
+	CHECK_MSG(strstr(err, "mode 0640"), "%s", err);
+	CHECK_EQ(chmod(path, 0604), 0);
+	CHECK_EQ(emp__auth_key_load(path, k2, err, sizeof(err)), -EPERM);
+	CHECK_EQ(mkfifo(fifo, 0600), 0);                                   /* refused at once, no hang */
+	CHECK_EQ(emp__auth_key_load(fifo, k2, err, sizeof(err)), -EINVAL);
+	CHECK_MSG(strstr(err, "not a regular file"), "%s", err);
+	CHECK_EQ(emp__auth_key_load(dir, k2, err, sizeof(err)), -EINVAL);
+	if (geteuid() == 0) {                                              /* another user's file */
+		CHECK_EQ(chmod(path, 0600), 0);
+		CHECK_EQ(chown(path, 4242, 4242), 0);
+		CHECK_EQ(emp__auth_key_load(path, k2, err, sizeof(err)), -EPERM);
+		CHECK_MSG(strstr(err, "owned by uid 4242"), "%s", err);
+	}
+	unlink(fifo);
+	unlink(path);
+	rmdir(dir);
+}
+
 static const struct emp_test tests[] = {
 	{ "auth_siphash_vectors", t_siphash_vectors, 10 },
 	{ "auth_forged", t_forged, 30 },
+	{ "auth_replayed_hello", t_replayed_hello, 30 },
+	{ "auth_cross_session", t_cross_session, 30 },
+	{ "auth_key_file", t_key_file, 10 },
 };
 const struct emp_test_suite emp_suite_auth = { "auth", tests, sizeof(tests) / sizeof(tests[0]) };
