@@ -89,11 +89,11 @@ void emp__auth_tag(struct emp_fw *fw, unsigned i)
 	}
 }
 
-/* The key a received frame must verify with, or NULL when it is dropped
- * (counted) before that: no session it could belong to. A frame the
- * dispatcher refuses before it changes anything (an unknown peer, a stale
- * incarnation of ours: answered by a STALE, which is harmless) is left to it
- * and gets key K_probe only to be checked against something: see below. */
+/* The key a received frame must verify with, or NULL: then either it was
+ * dropped (counted: no session it could belong to), or *pass is set and the
+ * dispatcher refuses it before it changes anything (an unknown peer, or an
+ * incarnation of ours that is gone: answered by a rate-limited STALE, which
+ * names a life nobody believes in, so it is harmless). */
 static const uint8_t *rx_key(struct emp_fw *fw, const struct hdr *h, int *pass)
 {
 	int32_t p = emp__peer_get(fw, (uint16_t)h->host, h->src_ep, 0);
