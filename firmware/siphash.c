@@ -54,8 +54,16 @@ void emp__sip_update(struct emp_sip *s, const void *data, uint64_t len)
 		block(s, le64(s->buf));
 		s->nbuf = 0;
 	}
-	for (; len >= 8; p += 8, len -= 8)
-		block(s, le64(p));
+	/* the state in locals: p may alias s as far as the compiler knows (bytes) */
+	uint64_t v0 = s->v[0], v1 = s->v[1], v2 = s->v[2], v3 = s->v[3];
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t m = le64(p);
+		v3 ^= m;
+		SIPROUND(v0, v1, v2, v3);
+		SIPROUND(v0, v1, v2, v3);
+		v0 ^= m;
+	}
+	s->v[0] = v0, s->v[1] = v1, s->v[2] = v2, s->v[3] = v3;
 	while (len--)
 		s->buf[s->nbuf++] = *p++;
 }
