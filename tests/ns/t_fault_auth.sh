@@ -86,3 +86,16 @@ wait "$srv4" && fail "the auth-off server received a message from an auth-on cli
 cat "$T/cli4.log" "$T/srv4.log"
 expect "the auth-on client fails with an error" grep -q "emp-verify: send failed" "$T/cli4.log"
 at_least "its tagged frames are version drops at the auth-off server" "$(drop "$T/srv4.log" version)" 1
+
+# 4. the sockets shim with mixed settings: the server (auth on) gives up on EMP; a plain
+# client goes on over kernel TCP, a strict one is refused with a clear error
+bg 2 "$T/ip4.log" "$ER" iperf3 -s -p 5202
+wait_port 2 5202
+on 1 env EMP_CONF="$T/noauth.conf" EMP_SOCK_DEBUG=1 "$ER" iperf3 -c 10.77.0.2 -p 5202 -t 1 > "$T/mix.log" 2>&1 ||
+	{ cat "$T/mix.log"; fail "auth-off client of an auth-on server did not fall back"; }
+expect "auth-off client falls back to kernel TCP" grep -q "kernel TCP with 10.77.0.2:5202: server gave up on EMP" "$T/mix.log"
+if on 1 env EMP_CONF="$T/noauth.conf" "$ER" --strict iperf3 -c 10.77.0.2 -p 5202 -t 1 > "$T/mix2.log" 2>&1; then
+	fail "a strict auth-off client connected to an auth-on server"
+fi
+cat "$T/mix2.log"
+expect "a strict auth-off client is refused with a clear error" grep -q "server gave up on EMP; strict mode refuses kernel TCP" "$T/mix2.log"
