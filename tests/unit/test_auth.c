@@ -188,7 +188,9 @@ static void t_forged(void)
 	f.msg_len = f.plen = 100;
 	f.frag = 1500 - EMP_DATA_OVERHEAD - 8;
 	f.flags = EMP_F_LAST;
-	f.payload = "forged forged forged forged forged forged forged forged forged forged forged forged forged forged";
+	static uint8_t evil[100];
+	memset(evil, 'X', sizeof(evil));
+	f.payload = evil;
 	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));              /* wrong tag */
 	h_raw_send(&h, att, buf, h_frame_build(&f, buf));                 /* no tag (version 2) */
 	h_frame_as(&h, 0, 1, EMP_T_STALE, &f);       /* "h0 restarted": would reset both sessions */
