@@ -27,10 +27,10 @@ struct parser {
 	unsigned errlen;
 	int peer_cap;
 	unsigned opt_seen;             /* one bit per entry of opts[] */
-	int rto_line, rto_max_line;
+	int rto_line, rto_max_line, auth_line;
 };
 
-enum opt_type { T_U32, T_U64, T_BOOL, T_ETHER, T_GROUP };
+enum opt_type { T_U32, T_U64, T_BOOL, T_ETHER, T_GROUP, T_PATH };
 
 struct optdef {
 	const char *key;
@@ -55,6 +55,8 @@ static const struct optdef opts[] = {
 	O(ack_delay_us, T_U64, 0, 1000000),
 	O(spin_us, T_U32, 0, 1000000),
 	O(stats_group, T_GROUP, 1, 32),
+	O(auth, T_BOOL, 0, 1),
+	O(auth_key, T_PATH, 2, 255),
 };
 #undef O
 #define NOPTS ((int)(sizeof(opts) / sizeof(opts[0])))
@@ -389,6 +391,18 @@ static int parse_option(struct parser *p, char **tok, int nt)
 		memcpy(dst, v, n + 1);
 		break;
 	}
+	case T_PATH: {
+		/* an absolute path of printable characters (the file is checked when an endpoint opens) */
+		size_t n = strlen(v);
+		int ok = n >= o->lo && n <= o->hi && v[0] == '/';
+		for (size_t i = 0; ok && i < n; i++)
+			ok = (unsigned char)v[i] > 0x20 && (unsigned char)v[i] < 0x7f;
+		if (!ok)
+			return perr(p, v, "option %s: expected an absolute path (at most %llu characters)", o->key,
+				    (unsigned long long)o->hi);
+		memcpy(dst, v, n + 1);
+		break;
+	}
 	case T_U32:
 	case T_U64:
 		if (parse_u64(v, strlen(v), &val) < 0)
@@ -407,6 +421,8 @@ static int parse_option(struct parser *p, char **tok, int nt)
 		p->rto_line = p->line;
 	if (o->off == offsetof(struct emp_conf_options, rto_max_us))
 		p->rto_max_line = p->line;
+	if (o->off == offsetof(struct emp_conf_options, auth))
+		p->auth_line = p->line;
 	return 0;
 }
 
@@ -514,6 +530,10 @@ static int check_all(struct parser *p)
 			p->line = r->line;
 			return perr(p, r->peer, "use: rule names an unknown peer");
 		}
+	}
+	if (c->opt.auth && !c->opt.auth_key[0]) {
+		p->line = p->auth_line;
+		return perr(p, NULL, "option auth on needs option auth_key PATH (the cluster secret)");
 	}
 	if (c->opt.rto_max_us < c->opt.rto_us) {
 		p->line = p->rto_line > p->rto_max_line ? p->rto_line : p->rto_max_line;

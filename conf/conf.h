@@ -43,6 +43,8 @@ struct emp_conf_options {
 	uint32_t spin_us;             /* spin_us N: busy-poll before blocking, default 50 */
 	char stats_group[33];         /* stats_group NAME|GID: statistics segments 0640 and this
 				       * group, default "" (0600, owner only) */
+	int auth;                     /* auth on|off: every frame carries a keyed MAC, default off */
+	char auth_key[256];           /* auth_key PATH: the cluster secret (absolute path), needed by auth on */
 };
 
 struct emp_conf {

@@ -86,7 +86,17 @@ struct emp_sim_wire {
 	struct sim_port **ports;
 	unsigned nports, cap;
 	int destroyed;
+	emp_sim_tap_fn *tap;             /* tests: sees every frame tx accepts */
+	void *tap_arg;
 };
+
+void emp_sim_wire_tap(struct emp_sim_wire *w, emp_sim_tap_fn *fn, void *arg)
+{
+	pthread_mutex_lock(&w->mu);
+	w->tap = fn;
+	w->tap_arg = arg;
+	pthread_mutex_unlock(&w->mu);
+}
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -450,6 +460,8 @@ static int sim_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 			continue;
 		}
 		w->st.sent++;
+		if (w->tap)
+			w->tap(w->tap_arg, &f[i]);
 		uint8_t dst[6];
 		txf_gather(&f[i], dst, 6);
 		if (dst[0] & 1) {               /* broadcast / multicast: every other port */

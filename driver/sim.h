@@ -30,6 +30,11 @@ int  emp_sim_wire_create(struct emp_sim_wire **w, const struct emp_sim_faults *f
 void emp_sim_wire_destroy(struct emp_sim_wire *w);
 void emp_sim_wire_set_faults(struct emp_sim_wire *w, const struct emp_sim_faults *f);
 void emp_sim_wire_stats(struct emp_sim_wire *w, struct emp_sim_stats *s);
+/* tests: fn sees every frame the wire accepts, as sent (NULL: none); called
+ * under the wire's lock: it must not call into the wire */
+struct emp_txframe;
+typedef void emp_sim_tap_fn(void *arg, const struct emp_txframe *f);
+void emp_sim_wire_tap(struct emp_sim_wire *w, emp_sim_tap_fn *fn, void *arg);
 /* earliest time a queued frame becomes deliverable to any port, or UINT64_MAX */
 uint64_t emp_sim_wire_next_event(struct emp_sim_wire *w);
 

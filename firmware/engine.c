@@ -12,6 +12,7 @@ const char *const emp__drop_names[EMP_DROP_MAX] = {
 	[EMP_DROP_UNKNOWN_MSG] = "unknown_msg", [EMP_DROP_NO_PEER_SLOT] = "no_peer_slot",
 	[EMP_DROP_TX_FULL] = "tx_full", [EMP_DROP_ORDER] = "order",
 	[EMP_DROP_DST_MAC] = "dst_mac", [EMP_DROP_EXPIRED] = "expired",
+	[EMP_DROP_AUTH] = "auth",
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c)
@@ -85,7 +86,7 @@ int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *
 	    c->nhosts > 65535 || c->incarnation == 0 || c->mtu < EMP_MIN_MTU || c->mtu > 65535 ||
 	    c->ack_every < 1 || c->window < 1 || c->window > EMP_SACK_BITS || c->peer_window < 1 ||
 	    c->peer_msgs < 1 || c->peer_msgs > EMP_MATCH_BITS || c->rto_ns == 0 || c->rto_max_ns < c->rto_ns || c->retries < 1 ||
-	    c->tx_burst < 1 || (c->nhosts && !c->host_mac))
+	    c->tx_burst < 1 || (c->nhosts && !c->host_mac) || c->auth > 1)
 		return -EMP_EINVAL;
 	layout(c, &l);
 	if (memsize < l.total)
@@ -130,6 +131,7 @@ int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *
 	fw->next_deadline = UINT64_MAX;
 	fw->next_fine = UINT64_MAX;
 	(void)emp__crc32c(0, "", 0);           /* build the tables now, not on the first frame */
+	emp__auth_init(fw);
 	if (fw->cfg.window > EMP_SACK_BITS)
 		fw->cfg.window = EMP_SACK_BITS;
 	return 0;

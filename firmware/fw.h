@@ -113,6 +113,8 @@ struct emp_fw_config {
 				   * frame per recv_idle_ns / 1024 (expire.c) */
 	uint8_t  hello_needs_hold; /* a HELLO creates no peer the host does not hold (emp__fw_peer_hold):
 				    * sessions start only where the host's own handshake agreed */
+	uint8_t  auth;            /* frame authentication (auth.c): every frame carries a SipHash tag */
+	uint8_t  auth_key[16];    /* the cluster secret (derived from the operator's key file) */
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c);
@@ -126,6 +128,7 @@ enum emp_drop_reason {
 	EMP_DROP_TX_FULL, EMP_DROP_ORDER,
 	EMP_DROP_DST_MAC,          /* destination MAC not ours: broadcast, multicast or another host's */
 	EMP_DROP_EXPIRED,          /* a frame of a message whose receive was given up (expire.c) */
+	EMP_DROP_AUTH,             /* auth on: no tag, or a tag that does not verify (auth.c) */
 	EMP_DROP_MAX
 };
 extern const char *const emp__drop_names[EMP_DROP_MAX];
@@ -217,5 +220,12 @@ int emp__fw_peer_hold(struct emp_fw *fw, uint16_t host, uint16_t ep, int delta, 
 void emp__fw_set_hello_needs_hold(struct emp_fw *fw, int on);
 
 uint32_t emp__crc32c(uint32_t crc, const void *p, uint64_t len);
+
+/* SipHash-2-4 with a 64-bit result (siphash.c): one-shot and incremental. */
+struct emp_sip { uint64_t v[4]; uint64_t total; uint8_t buf[8]; unsigned nbuf; };
+void emp__sip_init(struct emp_sip *s, const uint8_t key[16]);
+void emp__sip_update(struct emp_sip *s, const void *data, uint64_t len);
+uint64_t emp__sip_final(struct emp_sip *s);
+uint64_t emp__siphash(const uint8_t key[16], const void *data, uint64_t len);
 
 #endif

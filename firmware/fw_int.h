@@ -44,6 +44,8 @@ struct peer {
 	uint16_t tx_session;        /* our session toward them */
 	uint16_t rx_session;        /* their session toward us */
 	uint32_t tx_nonce, rx_nonce; /* the sessions' HELLO nonces (peer.c) */
+	uint32_t rx_resp;           /* auth: our nonce for their session toward us (sent in HELLO_ACK) */
+	uint8_t tx_key[16], rx_key[16]; /* auth: the two sessions' keys (auth.c) */
 	uint32_t rx_remote_inc;     /* their incarnation, as we accept them */
 	uint32_t next_msg_id;       /* next id we assign */
 	uint32_t match_next;        /* lowest id of theirs not yet matched */
@@ -155,7 +157,17 @@ struct emp_fw {
 	struct { uint64_t at; uint32_t src_inc, nonce; uint16_t host, ep, session; } refused[8];
 	unsigned refused_next;
 	struct emp_counters ctr;
+	/* auth.c: per-type keys, a scratch session key, each batch slot's key and tag */
+	uint8_t auth_hello[16], auth_stale[16], auth_probe[16], auth_tmp[16];
+	uint8_t txkey[TXB_MAX][16];
+	uint8_t txtag[TXB_MAX][EMP_AUTH_TAG_LEN];
 };
+
+/* DATA header and, with auth, the tag: a frame's bytes beyond Ethernet and payload */
+static inline uint32_t emp__overhead(const struct emp_fw *fw)
+{
+	return EMP_DATA_OVERHEAD + (fw->cfg.auth ? EMP_AUTH_TAG_LEN : 0);
+}
 
 /* byte order */
 static inline void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = (uint8_t)v; }
@@ -250,6 +262,14 @@ void emp__recv_matched(struct emp_fw *fw, struct rec *x, uint64_t now);
 void emp__recv_progress(struct emp_fw *fw, struct rec *x, uint64_t now);
 int emp__recv_expired(struct emp_fw *fw, int32_t p, int32_t r, uint64_t now);
 int emp__recv_dead(const struct peer *pe, uint32_t msg_id, uint16_t session);
+/* auth.c: frame authentication */
+void emp__auth_init(struct emp_fw *fw);
+void emp__auth_session_key(const struct emp_fw *fw, uint8_t out[16], const uint8_t *mac_i, const uint8_t *mac_r,
+			   uint16_t ep_i, uint16_t ep_r, uint32_t inc_i, uint32_t inc_r, uint32_t n_i,
+			   uint32_t n_r, uint16_t session);
+void emp__auth_tx_key(struct emp_fw *fw, unsigned i, const struct peer *pe, uint8_t type);
+void emp__auth_tag(struct emp_fw *fw, unsigned i);
+int emp__auth_check(struct emp_fw *fw, const struct hdr *h, const uint8_t *f);
 /* limit.c: STALE and HELLO_ACK are sent unasked (a spoofed frame draws one): 1 if one may go to p now */
 int emp__reply_ok(struct emp_fw *fw, int32_t p, uint64_t now);
 int emp__reply_ok_anon(struct emp_fw *fw, uint16_t host, uint16_t ep, uint64_t now);

@@ -71,7 +71,7 @@ int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create)
 	pe->tx_session = (uint16_t)(fw->cfg.incarnation ^ (fw->cfg.incarnation >> 16) ^ (uint32_t)p);
 	pe->next_msg_id = 1;
 	pe->match_next = 1;
-	pe->frag = fw->cfg.mtu - EMP_DATA_OVERHEAD;
+	pe->frag = fw->cfg.mtu - emp__overhead(fw);
 	pe->credits = 0xffff;
 	pe->hello_rto = fw->cfg.rto_ns;
 	pe->rto = fw->cfg.rto_ns;
@@ -230,9 +230,11 @@ void emp__peer_fail_recvs(struct emp_fw *fw, int32_t p, int64_t err)
 	}
 }
 
+/* HELLO_ACK with auth: msg_id carries our nonce for the session (proto.h) */
 static void send_hello(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t session, uint32_t nonce)
 {
-	uint8_t *b = emp__tx_slot(fw, p, type, 0, 0, session, EMP_HELLO_HDR_LEN);
+	uint32_t resp = type == EMP_T_HELLO_ACK && fw->cfg.auth ? fw->peer[p].rx_resp : 0;
+	uint8_t *b = emp__tx_slot(fw, p, type, 0, resp, session, EMP_HELLO_HDR_LEN);
 	if (!b)
 		return;
 	put32(b, fw->cfg.mtu);
@@ -244,6 +246,8 @@ static void send_hello(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t sess
  * peer we forgot and met again still opens a new session there. */
 static uint32_t session_nonce(struct emp_fw *fw)
 {
+	if (fw->cfg.auth)        /* a counter: a replayed HELLO is known as older (rx_hello) */
+		return ++fw->hello_seq ? fw->hello_seq : ++fw->hello_seq;
 	uint32_t x = fw->cfg.incarnation ^ (++fw->hello_seq * 0x9e3779b9u);
 	x ^= x >> 16;
 	x *= 0x85ebca6bu;
@@ -315,21 +319,31 @@ void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t n
 		return;
 	}
 	uint32_t nonce = get32(h->body + 4);
-	if (!pe->rx_known) {
+	int fresh = !pe->rx_known;
+	if (!fresh && (pe->rx_session != h->session || pe->rx_nonce != nonce)) {
+		/* same life, new session (the peer gave up on us, or forgot us, and
+		 * starts over); a repeated HELLO of the current session changes
+		 * nothing. With auth the nonces of a life only grow: an older one is
+		 * a replay of an earlier session, which must not reset this one. */
+		if (fw->cfg.auth && !seq_lt(pe->rx_nonce, nonce)) {
+			emp__drop(fw, EMP_DROP_STALE);
+			return;
+		}
+		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
+		fresh = 1;
+	}
+	if (fresh) {
 		pe->rx_known = 1;
 		pe->rx_remote_inc = h->src_inc;
 		pe->rx_session = h->session;
 		pe->rx_nonce = nonce;
 		pe->match_next = 1;
 		pe->matched = 0;
-	} else if (pe->rx_session != h->session || pe->rx_nonce != nonce) {
-		/* same life, new session (the peer gave up on us, or forgot us, and
-		 * starts over); a repeated HELLO of the current session changes nothing */
-		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
-		pe->rx_session = h->session;
-		pe->rx_nonce = nonce;
-		pe->match_next = 1;
-		pe->matched = 0;
+		if (fw->cfg.auth) {
+			pe->rx_resp = session_nonce(fw);
+			emp__auth_session_key(fw, pe->rx_key, h->src_mac, fw->cfg.mac, h->src_ep, fw->cfg.endpoint,
+					      h->src_inc, fw->cfg.incarnation, nonce, pe->rx_resp, h->session);
+		}
 	}
 	if (emp__reply_ok(fw, p, now))           /* forged HELLOs draw no flood (limit.c) */
 		send_hello(fw, p, EMP_T_HELLO_ACK, h->session, nonce);
@@ -361,7 +375,9 @@ void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64
 			mtu = fw->cfg.mtu;
 		fw->ctr.last_mismatch_mtu = mtu;
 	}
-	pe->frag = mtu - EMP_DATA_OVERHEAD;
+	pe->frag = mtu - emp__overhead(fw);
+	if (fw->cfg.auth)
+		memcpy(pe->tx_key, fw->auth_tmp, 16);   /* derived by emp__auth_check for this HELLO_ACK */
 	pe->tx_remote_inc = h->src_inc;
 	pe->tx_state = PTX_UP;
 	pe->hello_tries = 0;

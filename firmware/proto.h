@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 #define EMP_PROTO_VERSION     2
+#define EMP_PROTO_VERSION_AUTH 10   /* version 2 with a tag after every frame (option auth) */
+#define EMP_AUTH_TAG_LEN      8
 #define EMP_ETHERTYPE_DEFAULT 0x88B5
 #define EMP_ETH_HLEN          14
 
@@ -74,6 +76,33 @@
  *   up the known one we ask it (TCP's challenge ACK, RFC 5961). The known
  *   incarnation, if alive, ignores the probe; its successor answers STALE,
  *   and resends its own HELLO, which is then accepted.
+ *
+ *  AUTHENTICATED FRAMES (option auth on; auth.c). The version field says
+ *  EMP_PROTO_VERSION_AUTH (10) instead of 2; the frame is the same, followed
+ *  by an 8-byte tag right after the type's body and payload (at offset
+ *  26 + body length of the EMP header; Ethernet padding may follow):
+ *    tag = SipHash-2-4(key, Ethernet header .. last payload byte), big-endian
+ *  (the CRC, with checksum on, is computed first and covered by the tag).
+ *  DATA payload per frame shrinks by 8 bytes (1452 at MTU 1500). Keys, all
+ *  derived from the cluster secret K (option auth_key):
+ *    HELLO  K_hello = KDF(K, "EMP-hello"): covers every field of the HELLO
+ *    STALE  K_stale, PROBE K_probe (likewise): sent with no session (a new
+ *           life answering for a dead one); their effect is bounded by the
+ *           incarnation checks (a STALE acts only when it names the life we
+ *           believe in and is addressed to our current one)
+ *    DATA (initiator I -> responder R), ACK and HELLO_ACK (R -> I) of I's
+ *           session: KDF(K, "EMP-sess" | MAC_I | MAC_R | ep_I | ep_R | inc_I |
+ *           inc_R | nonce_I | nonce_R | session), nonce_I from I's HELLO,
+ *           nonce_R chosen by R when it accepts that HELLO and sent in its
+ *           HELLO_ACK's msg_id field (0 without auth). I accepts a HELLO_ACK
+ *           only if it echoes nonce_I and verifies under that key.
+ *    KDF(k, m) = SipHash(k, 0x01 | m) || SipHash(k, 0x02 | m)
+ *  With auth, a life's HELLO nonces count up (never repeat, never go back):
+ *  a HELLO of the life we know whose nonce is not above the current
+ *  session's is an old one replayed and is dropped (stale). A receiver with
+ *  auth on drops a version-2 (untagged) frame as an auth failure; one with
+ *  auth off drops a version-10 frame as a version mismatch: mixing the two
+ *  fails with counted drops, never a half-working session.
  */
 
 #define EMP_HDR_LEN        26

@@ -123,7 +123,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	uint32_t frame = get24(b + EMP_D_FRAME), msg_len = get32(b + EMP_D_MSG_LEN), tag = get32(b + EMP_D_TAG);
 	uint32_t frag = get16(b + EMP_D_FRAG), back = b[EMP_D_PREV];
 	/* every sender's frames carry at least EMP_MIN_MTU bytes (both MTUs are) */
-	if (frag < EMP_MIN_MTU - EMP_DATA_OVERHEAD || frag + EMP_DATA_OVERHEAD > fw->cfg.mtu) {
+	if (frag < EMP_MIN_MTU - emp__overhead(fw) || frag + emp__overhead(fw) > fw->cfg.mtu) {
 		emp__drop(fw, EMP_DROP_BAD_LEN);
 		return;
 	}
@@ -323,8 +323,10 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 	}
 	const uint8_t *c = f + EMP_ETH_HLEN;
 	uint16_t vtf = get16(c + EMP_C_VTF);
-	if (EMP_VTF_VERSION(vtf) != EMP_PROTO_VERSION) {
-		emp__drop(fw, EMP_DROP_VERSION);
+	unsigned ver = EMP_VTF_VERSION(vtf), tag_len = fw->cfg.auth ? EMP_AUTH_TAG_LEN : 0;
+	if (ver != (fw->cfg.auth ? EMP_PROTO_VERSION_AUTH : EMP_PROTO_VERSION)) {
+		/* with auth on, an untagged frame (of this version) is an auth failure */
+		emp__drop(fw, fw->cfg.auth && ver == EMP_PROTO_VERSION ? EMP_DROP_AUTH : EMP_DROP_VERSION);
 		goto out;
 	}
 	h.dst_mac = f;
@@ -347,7 +349,7 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 		emp__drop(fw, EMP_DROP_TYPE);
 		goto out;
 	}
-	if (need < 0 || (uint64_t)need > avail) {
+	if (need < 0 || (uint64_t)need + tag_len > avail) {
 		emp__drop(fw, EMP_DROP_BAD_LEN);
 		goto out;
 	}
@@ -371,6 +373,8 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 		emp__drop(fw, EMP_DROP_UNKNOWN_MAC);
 		goto out;
 	}
+	if (fw->cfg.auth && emp__auth_check(fw, &h, f) < 0)
+		goto out;
 	int32_t p;
 	switch (h.type) {
 	case EMP_T_DATA:

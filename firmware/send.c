@@ -19,7 +19,7 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 	if (fw->cfg.checksum)
 		flags |= EMP_F_CSUM;
 	put32(h + EMP_C_CSUM, 0);
-	put16(h + EMP_C_VTF, EMP_VTF(EMP_PROTO_VERSION, type, flags));
+	put16(h + EMP_C_VTF, EMP_VTF(fw->cfg.auth ? EMP_PROTO_VERSION_AUTH : EMP_PROTO_VERSION, type, flags));
 	put16(h + EMP_C_DST_EP, pe->ep);
 	put16(h + EMP_C_SRC_EP, fw->cfg.endpoint);
 	uint32_t dinc = (type == EMP_T_ACK || type == EMP_T_HELLO_ACK) ? pe->rx_remote_inc : pe->tx_remote_inc;
@@ -36,6 +36,8 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 	fw->txmeta[i].peer = p;
 	fw->txmeta[i].frame = 0;
 	fw->txmeta[i].held_ack = fw->txmeta[i].dead = 0;
+	if (fw->cfg.auth)
+		emp__auth_tx_key(fw, i, pe, type);
 	if (type == EMP_T_ACK) {
 		fw->ctr.tx_acks++;
 		if (flags & EMP_F_NACK)
@@ -45,13 +47,13 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 }
 
 /* Payload pieces of [off, off+len) of a descriptor's scatter-gather list. */
-static int gather(const struct emp_desc *d, uint64_t off, uint32_t len, struct emp_txframe *f)
+static int gather(const struct emp_desc *d, uint64_t off, uint32_t len, struct emp_txframe *f, unsigned max)
 {
 	unsigned s = 0;
 	while (s < d->nsg && off >= d->sg[s].len)
 		off -= d->sg[s++].len;
 	while (len && s < d->nsg) {
-		if (f->npieces == EMP_TX_PIECES)
+		if (f->npieces == max)
 			return -1;
 		uint64_t n = d->sg[s].len - off;
 		if (n > len)
@@ -71,7 +73,7 @@ static int gather(const struct emp_desc *d, uint64_t off, uint32_t len, struct e
  * at flush. One frame instead of two per ping-pong reply. */
 static void piggyback(struct emp_fw *fw, unsigned i, int32_t p, uint8_t *b, uint32_t plen)
 {
-	if (!fw->tx_holdable || EMP_DATA_OVERHEAD + EMP_PIGGY_LEN + plen > fw->cfg.mtu)
+	if (!fw->tx_holdable || emp__overhead(fw) + EMP_PIGGY_LEN + plen > fw->cfg.mtu)
 		return;
 	for (unsigned k = 0; k < i; k++) {
 		if (!fw->txmeta[k].held_ack || fw->txmeta[k].dead || fw->txmeta[k].peer != p)
@@ -109,7 +111,8 @@ static void tx_data(struct emp_fw *fw, int32_t r, uint32_t frame, uint16_t flags
 	fw->txmeta[i].rec = r;
 	fw->txmeta[i].frame = frame;
 	piggyback(fw, i, x->peer, b, plen);
-	if (gather(&fw->desc[r], off, plen, &fw->txf[i]) < 0) {
+	/* with auth the tag takes a piece of its own (auth.c) */
+	if (gather(&fw->desc[r], off, plen, &fw->txf[i], EMP_TX_PIECES - (fw->cfg.auth ? 1 : 0)) < 0) {
 		/* more scattered than the driver gathers: copy into this slot's bounce buffer */
 		struct emp_txframe *f = &fw->txf[i];
 		uint8_t *bb = fw->bounce + (size_t)i * fw->cfg.mtu;
@@ -424,6 +427,9 @@ void emp__tx_flush(struct emp_fw *fw)
 			put32(h, c);
 		}
 	}
+	for (unsigned i = 0; fw->cfg.auth && i < n; i++)
+		if (!fw->txmeta[i].dead)
+			emp__auth_tag(fw, i);
 	unsigned live = 0;
 	for (unsigned i = 0; i < n; i++) {      /* acks that rode in a DATA frame go no further */
 		if (fw->txmeta[i].dead)

@@ -295,6 +295,7 @@ static void fw_config_from(struct emp_endpoint *ep, struct emp_fw_config *c)
 	c->peer_window = o->peer_window;
 	c->ethertype = o->ethertype;
 	c->ack_delay_ns = o->ack_delay_us * 1000ull;
+	c->auth = (uint8_t)o->auth;           /* the key: emp__auth_key_load at open */
 }
 
 /* the device has frames its wait fd does not show (afp_lazy.c): the
@@ -439,10 +440,24 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 		unsigned long us = strtoul(sv, NULL, 10);
 		ep->spin_ns = (us > 1000000 ? 1000000 : us) * 1000ull;
 	}
+	/* EMP_AUTH=on turns authentication on (it can never turn it off) */
+	const char *av = secure_getenv("EMP_AUTH");
+	if (av && !strcmp(av, "on"))
+		ep->conf.opt.auth = 1;
 	if (o->fw_override)
 		ep->fwc = *o->fw_override;
 	else
 		fw_config_from(ep, &ep->fwc);
+	if (!o->fw_override && ep->fwc.auth) {
+		rc = ep->conf.opt.auth_key[0] ? emp__auth_key_load(ep->conf.opt.auth_key, ep->fwc.auth_key, err, sizeof(err))
+					     : -EINVAL;
+		if (rc < 0) {
+			emp__set_error("%s", ep->conf.opt.auth_key[0] ? err : "emp: auth on (EMP_AUTH) needs option auth_key PATH");
+			emp_conf_free(&ep->conf);
+			free(ep);
+			return rc;
+		}
+	}
 	rc = claim_id(ep, o);
 	if (rc == 0)
 		rc = open_device(ep, o);

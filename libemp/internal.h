@@ -131,6 +131,8 @@ void emp__epunlock(int fd);
 uint16_t emp__random_epid(void);
 
 /* Interface toward the cluster: from opts, $EMP_IFNAME, the config or routing. */
+/* authkey.c: option auth_key's file checked and hashed into the engine's key */
+int emp__auth_key_load(const char *path, uint8_t key[16], char *err, size_t errlen);
 int emp__resolve_ifname(const struct emp_conf *c, char *out, size_t outlen);
 
 #endif

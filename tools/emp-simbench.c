@@ -55,13 +55,29 @@ static double run(emp_endpoint_t *a, emp_endpoint_t *b, size_t size, long count,
 
 int main(int argc, char **argv)
 {
-	int json = argc > 1 && !strcmp(argv[1], "--json");
+	/* emp-simbench [--json] [--auth KEYFILE]: KEYFILE turns frame authentication on */
+	int json = 0;
+	const char *key = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = 1;
+		else if (!strcmp(argv[i], "--auth") && i + 1 < argc)
+			key = argv[++i];
+		else {
+			fprintf(stderr, "usage: emp-simbench [--json] [--auth KEYFILE]\n");
+			return 2;
+		}
+	}
 	struct emp_sim_wire *w;
 	struct emp_sim_faults f = { .seed = 1, .mtu = 1500, .queue_frames = 8192 };
 	if (emp_sim_wire_create(&w, &f, rclock, NULL) < 0)
 		return 1;
 	struct emp_conf conf;
 	emp_conf_defaults(&conf);
+	if (key) {
+		conf.opt.auth = 1;
+		snprintf(conf.opt.auth_key, sizeof(conf.opt.auth_key), "%s", key);
+	}
 	conf.npeers = 2;
 	conf.peers = calloc(2, sizeof(*conf.peers));
 	uint8_t mac[2][6] = { { 2, 0, 0, 0, 0, 1 }, { 2, 0, 0, 0, 0, 2 } };

@@ -12,11 +12,13 @@
  *   byte 0  prelude: bit0 a HELLO from host 1 (so its DATA is in session),
  *           bit1 receives posted (exact, wildcard, small, scattered),
  *           bit2 sends posted to host 1 and its HELLO_ACK fed (so ACKs find
- *           messages), bit3 checksums, bit4 flow control, bit5 ack_every 1,
- *           bit6 window 8, bit7 MTU 9000
+ *           messages), bit3 checksums, bit4 flow control (bits 3 and 4 both:
+ *           frame authentication on instead), bit5 ack_every 1, bit6 window 8,
+ *           bit7 MTU 9000
  *   then records: ctrl, len_hi, len_lo, len bytes of frame (clipped to what is left)
  *   ctrl bit0 fix Ethernet header and version; bit1 fix endpoints, incarnations
- *        and session; bit2 fix the checksum (when the frame's CSUM flag is set);
+ *        and session; bit2 fix the checksum (when the frame's CSUM flag is set)
+ *        and with auth the tag (under the key the engine will check it with);
  *        bit3 let time pass after the frame ((bits 4-5) + 1 half-RTOs) and poll;
  *        bit6 source host 2 instead of 1; bit7 not a frame: a mailbox action
  *        (len_lo: descriptor; len_hi bit0: cancel, else repost if done)
@@ -117,18 +119,80 @@ static uint16_t our_session(void)
 	return p == NIL ? 0 : fw->peer[p].tx_session;
 }
 
-/* a well-formed HELLO or HELLO_ACK from host 1 */
+/* ---- auth: the tag a frame from host `host` needs (the engine's own key choice, auth.c) ---- */
+static const uint8_t KEY[16] = "fuzz-cluster-key";
+
+/* bytes of the type's body (receive.c: body_size), -1 if unknown */
+static int64_t fz_body(const uint8_t *c, uint32_t avail)
+{
+	uint16_t vtf = get16(c + EMP_C_VTF);
+	const uint8_t *b = c + EMP_HDR_LEN;
+	switch (EMP_VTF_TYPE(vtf)) {
+	case EMP_T_DATA: {
+		if (avail < EMP_DATA_HDR_LEN || !get16(b + EMP_D_FRAG))
+			return -1;
+		uint64_t at = (uint64_t)get24(b + EMP_D_FRAME) * get16(b + EMP_D_FRAG), len = get32(b + EMP_D_MSG_LEN);
+		uint64_t plen = at >= len ? 0 : len - at < get16(b + EMP_D_FRAG) ? len - at : get16(b + EMP_D_FRAG);
+		return EMP_DATA_HDR_LEN + (int64_t)plen + (EMP_VTF_FLAGS(vtf) & EMP_F_PIGGY ? EMP_PIGGY_LEN : 0);
+	}
+	case EMP_T_ACK: return EMP_ACK_HDR_LEN;
+	case EMP_T_HELLO: case EMP_T_HELLO_ACK: return EMP_HELLO_HDR_LEN;
+	case EMP_T_STALE: return EMP_STALE_HDR_LEN;
+	case EMP_T_PROBE: return 0;
+	default: return -1;
+	}
+}
+
+static void fz_tag(uint8_t *f, uint32_t len, int host)
+{
+	uint8_t *c = f + EMP_ETH_HLEN, k[16];
+	int64_t body = fz_body(c, len - EMP_ETH_HLEN - EMP_HDR_LEN);
+	uint32_t n = EMP_ETH_HLEN + EMP_HDR_LEN + (uint32_t)(body < 0 ? 0 : body);
+	if (body < 0 || (uint64_t)n + EMP_AUTH_TAG_LEN > len)
+		return;
+	int32_t p = emp__peer_get(fw, (uint16_t)host, 1, 0);
+	const struct peer *pe = p == NIL ? NULL : &fw->peer[p];
+	switch (EMP_VTF_TYPE(get16(c + EMP_C_VTF))) {
+	case EMP_T_DATA: if (!pe) return; memcpy(k, pe->rx_key, 16); break;
+	case EMP_T_ACK: if (!pe) return; memcpy(k, pe->tx_key, 16); break;
+	case EMP_T_HELLO: memcpy(k, fw->auth_hello, 16); break;
+	case EMP_T_STALE: memcpy(k, fw->auth_stale, 16); break;
+	case EMP_T_PROBE: memcpy(k, fw->auth_probe, 16); break;
+	default:                                          /* HELLO_ACK: our session's key */
+		if (!pe)
+			return;
+		emp__auth_session_key(fw, k, macs[0], macs[host], 1, 1, OWN_INC, get32(c + EMP_C_SRC_INC),
+				      pe->tx_nonce, get32(c + EMP_C_MSG_ID), pe->tx_session);
+	}
+	put64(f + n, emp__siphash(k, f, n));
+}
+
+static void fz_version(uint8_t *f)
+{
+	if (cfg.auth)
+		f[EMP_ETH_HLEN + EMP_C_VTF] = (uint8_t)((f[EMP_ETH_HLEN + EMP_C_VTF] & 0x0f) | EMP_PROTO_VERSION_AUTH << 4);
+}
+
+/* a well-formed HELLO or HELLO_ACK from host 1 (tagged with auth) */
 static void feed_hello(uint8_t type, uint16_t session, uint32_t dst_inc)
 {
-	uint8_t f[EMP_ETH_HLEN + EMP_HDR_LEN + EMP_HELLO_HDR_LEN];
+	uint8_t f[EMP_ETH_HLEN + EMP_HDR_LEN + EMP_HELLO_HDR_LEN + EMP_AUTH_TAG_LEN];
 	memset(f, 0, sizeof(f));
 	fz_fix_eth(f, macs[0], macs[1]);
+	fz_version(f);
 	uint8_t *c = f + EMP_ETH_HLEN;
 	fz_set_type(c, type);
 	fz_fix_hdr(c, dst_inc, REMOTE_INC, session);
 	put16(c + EMP_C_CREDITS, 4);
 	put32(c + EMP_HDR_LEN, 1500);
-	emp__fw_frame(fw, f, sizeof(f), now);
+	int32_t p = emp__peer_get(fw, 1, 1, 0);
+	if (type == EMP_T_HELLO_ACK && p != NIL) {
+		put32(c + EMP_HDR_LEN + 4, fw->peer[p].tx_nonce);   /* the echo */
+		put32(c + EMP_C_MSG_ID, 77);                         /* the responder's nonce (auth) */
+	}
+	if (cfg.auth)
+		fz_tag(f, sizeof(f), 1);
+	emp__fw_frame(fw, f, cfg.auth ? sizeof(f) : sizeof(f) - EMP_AUTH_TAG_LEN, now);
 }
 
 static void check_invariants(void)
@@ -166,8 +230,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.incarnation = OWN_INC;
 	cfg.mtu = pre & 0x80 ? 9000 : 1500;
 	memcpy(cfg.mac, macs[0], 6);
-	cfg.checksum = !!(pre & 0x08);
-	cfg.flow_control = !!(pre & 0x10);
+	cfg.auth = (pre & 0x18) == 0x18;
+	cfg.checksum = !cfg.auth && (pre & 0x08);
+	cfg.flow_control = !cfg.auth && (pre & 0x10);
+	memcpy(cfg.auth_key, KEY, 16);
 	cfg.ack_every = pre & 0x20 ? 1 : 3;
 	cfg.window = pre & 0x40 ? 8 : 64;
 	memset(desc, 0, sizeof(desc));
@@ -229,8 +295,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size -= len;
 		uint8_t *c = f + EMP_ETH_HLEN;
 		int host = ctrl & 0x40 ? 2 : 1;
-		if ((ctrl & 0x01) && len >= EMP_ETH_HLEN + 5)
+		if ((ctrl & 0x01) && len >= EMP_ETH_HLEN + 5) {
 			fz_fix_eth(f, macs[0], macs[host]);
+			fz_version(f);
+		}
 		if ((ctrl & 0x02) && len >= EMP_ETH_HLEN + EMP_HDR_LEN) {
 			uint8_t type = fz_type(c);
 			fz_fix_hdr(c, OWN_INC, REMOTE_INC,
@@ -238,6 +306,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if ((ctrl & 0x04) && len >= EMP_ETH_HLEN + EMP_HDR_LEN && (c[EMP_C_VTF + 1] & EMP_F_CSUM))
 			fz_fix_csum(c, len);
+		if ((ctrl & 0x04) && cfg.auth && len >= EMP_ETH_HLEN + EMP_HDR_LEN)
+			fz_tag(f, len, host);
 		emp__fw_frame(fw, f, len, now);
 		free(f);
 		if (ctrl & 0x08) {
