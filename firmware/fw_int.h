@@ -146,7 +146,7 @@ struct emp_fw {
 	struct emp_txframe txf[TXB_MAX];
 	struct { int32_t rec, peer; uint32_t frame; uint8_t held_ack, dead; uint64_t since; } txmeta[TXB_MAX];   /* since: a held ack's hold began */
 	uint8_t txhdr[TXB_MAX][HDRBUF];
-	struct { uint8_t b[HDRBUF]; uint32_t len; int32_t peer; uint64_t since; } keep[TXB_MAX];   /* acks kept for the next batch (send.c) */
+	struct { uint8_t b[HDRBUF]; uint32_t len; int32_t peer; uint64_t since; uint8_t key[16]; } keep[TXB_MAX];   /* acks kept for the next batch (send.c) */
 	uint8_t *bounce;            /* [TXB_MAX][mtu] for frames with too many pieces */
 	uint32_t reply_tokens;      /* unasked replies that may go now (limit.c) */
 	uint64_t reply_refill;      /* when the bucket was last refilled */

@@ -354,6 +354,7 @@ static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
 		fw->keep[k].len = f->hdr_len;
 		fw->keep[k].peer = fw->txmeta[i].peer;
 		fw->keep[k].since = fw->txmeta[i].since;
+		memcpy(fw->keep[k].key, fw->txkey[i], 16);   /* auth: the slot's tag key */
 		fw->txmeta[i].dead = 2;          /* kept: not sent now */
 		k++;
 	}
@@ -376,6 +377,7 @@ static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
 			fw->txmeta[i].held_ack = 1;
 			fw->txmeta[i].dead = 0;
 			fw->txmeta[i].since = fw->keep[j].since;
+			memcpy(fw->txkey[i], fw->keep[j].key, 16);
 		}
 		fw->tx_holdable = k;
 	}
