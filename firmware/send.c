@@ -337,6 +337,7 @@ static uint64_t ack_keep_ns(const struct emp_fw *fw, int32_t p)
 
 static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
 {
+	/* which acks stay (held, not ridden, not due), and is anything else here */
 	unsigned k = 0, live = 0;
 	uint64_t until = UINT64_MAX;
 	for (unsigned i = 0; i < fw->txn; i++) {
@@ -350,21 +351,25 @@ static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
 		}
 		if (dl < until)
 			until = dl;
-		memcpy(fw->keep[k].b, f->hdr, f->hdr_len);
-		fw->keep[k].len = f->hdr_len;
-		fw->keep[k].peer = fw->txmeta[i].peer;
-		fw->keep[k].since = fw->txmeta[i].since;
-		memcpy(fw->keep[k].key, fw->txkey[i], 16);   /* auth: the slot's tag key */
-		fw->txmeta[i].dead = 2;          /* kept: not sent now */
 		k++;
 	}
-	if (!live && k == fw->tx_holdable) {     /* nothing to send: all stay as they are */
-		for (unsigned i = 0; i < fw->txn; i++)
-			if (fw->txmeta[i].dead == 2)
-				fw->txmeta[i].dead = 0;
-	} else {
+	if (live) {                          /* send the rest; the kept ones move to the front */
+		unsigned n = 0;
+		for (unsigned i = 0; i < fw->txn; i++) {
+			const struct emp_txframe *f = &fw->txf[i];
+			if (fw->txmeta[i].dead || !fw->txmeta[i].held_ack || f->npieces || f->hdr_len > HDRBUF ||
+			    now >= fw->txmeta[i].since + ack_keep_ns(fw, fw->txmeta[i].peer))
+				continue;
+			memcpy(fw->keep[n].b, f->hdr, f->hdr_len);
+			fw->keep[n].len = f->hdr_len;
+			fw->keep[n].peer = fw->txmeta[i].peer;
+			fw->keep[n].since = fw->txmeta[i].since;
+			memcpy(fw->keep[n].key, fw->txkey[i], 16);   /* auth: the slot's tag key */
+			fw->txmeta[i].dead = 1;      /* kept: not sent now */
+			n++;
+		}
 		emp__tx_flush(fw);
-		for (unsigned j = 0; j < k; j++) {
+		for (unsigned j = 0; j < n; j++) {
 			unsigned i = fw->txn++;
 			memcpy(fw->txhdr[i], fw->keep[j].b, fw->keep[j].len);
 			put16(fw->txhdr[i] + EMP_ETH_HLEN + EMP_C_CREDITS, emp__fc_advertise(fw));
@@ -379,11 +384,11 @@ static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
 			fw->txmeta[i].since = fw->keep[j].since;
 			memcpy(fw->txkey[i], fw->keep[j].key, 16);
 		}
-		fw->tx_holdable = k;
+		fw->tx_holdable = n;
 	}
+	if (k && until != fw->tx_hold_until)
+		emp__arm_fine(fw, until);
 	fw->tx_hold_until = k ? until : 0;
-	if (k)
-		emp__arm_fine(fw, fw->tx_hold_until);
 }
 
 /* End of a poll: a batch holding only completion acks of one-frame messages
