@@ -7,7 +7,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "afp_int.h"
 #include "proto.h"
@@ -198,10 +201,17 @@ void emp__afp_lazy_release(struct afp *a, unsigned n)
 	pthread_mutex_unlock(&a->mu);
 }
 
-/* an RCU grace period: releasing an AF_PACKET socket waits for one */
+/* an RCU grace period: membarrier(MEMBARRIER_CMD_GLOBAL) waits for one
+ * without a file descriptor. (It was a spare AF_PACKET socket opened and
+ * closed, whose release waits for one: but this thread runs beside the
+ * application, and a descriptor number the application had just closed and
+ * read again by mistake then named that blocking socket: the read blocked
+ * for ever and held the socket, so its release waited for nothing.) */
 static void grace(void)
 {
-	int s = emp__sys_socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+		return;
+	int s = emp__sys_socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s >= 0)
 		emp__sys_close(s);
 }
@@ -268,7 +278,7 @@ static int attach_watched(struct afp *a, int h)
 static void *builder(void *arg)
 {
 	struct afp *a = arg;
-	int h = emp__afp_filtered_socket(a);
+	int h = emp__afp_high_fd(emp__afp_filtered_socket(a));
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(a->etype),
 				   .sll_ifindex = a->ifindex };
 	if (h < 0 || emp__sys_bind(h, (struct sockaddr *)&sll, sizeof(sll)) < 0) {

@@ -1,5 +1,6 @@
 /* afpacket.c: the AF_PACKET backend (emp__afpacket_ops): BPF-filtered raw socket, TPACKET_V2 rx ring, sendmmsg tx (receive before the ring: afp_lazy.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -129,6 +130,21 @@ static void release_slot(struct afp *a)
 
 /* A receive socket that hears nothing yet (protocol 0) with the locked BPF
  * filter: EtherType == etype at 12 and dst endpoint == our id; -errno. */
+/* A socket the ring builder opens beside the application's threads moves
+ * to a descriptor number of 256 or more: a number the application has just
+ * closed (and may still name by mistake in another thread) is not taken for
+ * the life of the endpoint. fd < 0 is passed through. */
+int emp__afp_high_fd(int fd)
+{
+	if (fd < 0)
+		return fd;
+	int h = emp__sys_fcntl(fd, F_DUPFD_CLOEXEC, 256);
+	if (h < 0)
+		return fd;
+	emp__sys_close(fd);          /* the same socket stays open under h: no release */
+	return h;
+}
+
 int emp__afp_filtered_socket(const struct afp *a)
 {
 	struct sock_filter code[] = {
