@@ -139,6 +139,8 @@ static void refused_replay(struct emp_fw *fw, int32_t p, uint16_t host, uint16_t
 		memset(&h, 0, sizeof h);
 		h.type = EMP_T_HELLO;
 		h.host = host;
+		h.src_mac = fw->host_mac[host];   /* option auth derives the session key from both MACs */
+		h.dst_mac = fw->cfg.mac;
 		h.src_ep = ep;
 		h.dst_ep = fw->cfg.endpoint;
 		h.session = fw->refused[i].session;
