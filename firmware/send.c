@@ -320,45 +320,46 @@ void emp__tx_pump(struct emp_fw *fw, uint64_t now)
 	}
 }
 
+/* Whether batch slot i is an ack an event loop's poll keeps (held, not
+ * ridden in a DATA frame, not due yet: each waits at most the host's bound,
+ * hold_ns, and half the retransmit timeout toward its peer, ours standing for
+ * theirs); *dl is when it is due. */
+static int ack_kept(const struct emp_fw *fw, unsigned i, uint64_t now, uint64_t *dl)
+{
+	const struct emp_txframe *f = &fw->txf[i];
+	if (fw->txmeta[i].dead || !fw->txmeta[i].held_ack || f->npieces || f->hdr_len > HDRBUF)
+		return 0;
+	const struct peer *pe = &fw->peer[fw->txmeta[i].peer];
+	uint64_t rto = pe->rto ? pe->rto : fw->cfg.rto_ns;
+	*dl = fw->txmeta[i].since + (fw->hold_ns < rto / 2 ? fw->hold_ns : rto / 2);
+	return now < *dl;
+}
+
 /* An event loop's poll (hold_ns set by the host): its replies leave at the
  * loop's next wait, not in this batch, so the completion acks of the requests
  * it took stay, at the front of the next batch, for those replies to ride in
- * (EMP_F_PIGGY), each for at most hold_ns and half the retransmit timeout;
- * the rest of the batch goes now.
- * The kept acks' headers are copied aside and back (header slots are reused
- * by index), and the credits they advertise are refreshed. */
-/* how long an event loop's ack may wait for its reply: the host's bound, and
- * well inside the peer's retransmit timeout (ours toward it stands for it) */
-static uint64_t ack_keep_ns(const struct emp_fw *fw, int32_t p)
-{
-	uint64_t rto = fw->peer[p].rto ? fw->peer[p].rto : fw->cfg.rto_ns;
-	return fw->hold_ns < rto / 2 ? fw->hold_ns : rto / 2;
-}
-
+ * (EMP_F_PIGGY); the rest of the batch goes now. The kept acks' headers are
+ * copied aside and back (header slots are reused by index), and the credits
+ * they advertise are refreshed. */
 static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
 {
-	/* which acks stay (held, not ridden, not due), and is anything else here */
+	/* which acks stay, and is anything else here */
 	unsigned k = 0, live = 0;
-	uint64_t until = UINT64_MAX;
+	uint64_t until = UINT64_MAX, dl;
 	for (unsigned i = 0; i < fw->txn; i++) {
-		const struct emp_txframe *f = &fw->txf[i];
-		if (fw->txmeta[i].dead)
-			continue;
-		uint64_t dl = fw->txmeta[i].since + ack_keep_ns(fw, fw->txmeta[i].peer);
-		if (!fw->txmeta[i].held_ack || f->npieces || f->hdr_len > HDRBUF || now >= dl) {
+		if (ack_kept(fw, i, now, &dl)) {
+			if (dl < until)
+				until = dl;
+			k++;
+		} else if (!fw->txmeta[i].dead) {
 			live++;
-			continue;
 		}
-		if (dl < until)
-			until = dl;
-		k++;
 	}
 	if (live) {                          /* send the rest; the kept ones move to the front */
 		unsigned n = 0;
 		for (unsigned i = 0; i < fw->txn; i++) {
 			const struct emp_txframe *f = &fw->txf[i];
-			if (fw->txmeta[i].dead || !fw->txmeta[i].held_ack || f->npieces || f->hdr_len > HDRBUF ||
-			    now >= fw->txmeta[i].since + ack_keep_ns(fw, fw->txmeta[i].peer))
+			if (!ack_kept(fw, i, now, &dl))
 				continue;
 			memcpy(fw->keep[n].b, f->hdr, f->hdr_len);
 			fw->keep[n].len = f->hdr_len;

@@ -49,18 +49,24 @@ static ssize_t bad_state(struct es_sock *s)
 	return -1;
 }
 
+/* a stream call's result (bytes, or -errno) as the system call returns it;
+ * errno as the caller left it on success */
+static ssize_t as_call(ssize_t r, int saved_errno)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	errno = saved_errno;
+	return r;
+}
+
 static ssize_t rx(struct es_sock *s, struct iovec *iov, int n, int flags)
 {
 	if (s->state != ES_EMP)
 		return bad_state(s);
 	int e = errno;
-	ssize_t r = es__recv(s, iov, n, flags);
-	if (r < 0) {
-		errno = (int)-r;
-		return -1;
-	}
-	errno = e;
-	return r;
+	return as_call(es__recv(s, iov, n, flags), e);
 }
 
 static ssize_t tx(struct es_sock *s, const struct iovec *iov, int n, int flags)
@@ -68,13 +74,7 @@ static ssize_t tx(struct es_sock *s, const struct iovec *iov, int n, int flags)
 	if (s->state != ES_EMP)
 		return bad_state(s);
 	int e = errno;
-	ssize_t r = es__send(s, iov, n, flags);
-	if (r < 0) {
-		errno = (int)-r;
-		return -1;
-	}
-	errno = e;
-	return r;
+	return as_call(es__send(s, iov, n, flags), e);
 }
 
 ssize_t read(int fd, void *buf, size_t n)
@@ -228,13 +228,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 static ssize_t emp_sendfile(struct es_sock *s, int in, off_t *off, size_t count)
 {
 	int e = errno;
-	ssize_t r = es__send_file(s, in, off, count);
-	if (r < 0) {
-		errno = (int)-r;
-		return -1;
-	}
-	errno = e;
-	return r;
+	return as_call(es__send_file(s, in, off, count), e);
 }
 
 ssize_t sendfile(int out, int in, off_t *off, size_t count)
