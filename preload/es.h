@@ -361,6 +361,8 @@ int es__so_error(struct es_sock *s);
 void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RST */
 /* wait for a change on s (waiter + kernel fd); 1 woke, 0 timeout, -EINTR; lock held */
 int es__wait(struct es_sock *s, int64_t deadline_ns);
+/* every caught signal's handler asks for SA_RESTART (sigrestart.c) */
+int es__sig_restarts(void);
 
 /* ---- readiness carried with completions (ready.c) ---- */
 /* readiness of s in any state, as poll bits; lock held */

@@ -106,6 +106,15 @@ static int eof_unclean(struct es_sock *s)
 	return c->err && !c->err_told;
 }
 
+/* a blocking call's wait: 1 look again (also after a handler installed with
+ * SA_RESTART ran, on a socket without a timeout: sigrestart.c), 0 the
+ * timeout passed, -EINTR */
+static int wait_on(struct es_sock *s, int64_t dl)
+{
+	int w = es__wait(s, dl);
+	return w < 0 && !dl && es__sig_restarts() ? 1 : w;
+}
+
 ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 {
 	size_t want = 0, got = 0;
@@ -153,7 +162,7 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 			ret = -EAGAIN;
 			goto out;
 		}
-		int w = es__wait(s, dl);
+		int w = wait_on(s, dl);
 		if (w <= 0 && !c->rbytes) {
 			if (got)
 				break;
@@ -294,7 +303,7 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 			ret = -EAGAIN;
 			goto out;
 		}
-		int w = es__wait(s, dl);
+		int w = wait_on(s, dl);
 		if (w <= 0 && !es__can_stage(c)) {
 			if (sent)
 				break;

@@ -43,7 +43,8 @@ static ssize_t read_n(int fd, void *b, size_t n)
 
 static unsigned char pat(size_t i) { return (unsigned char)(i * 7 + (i >> 8)); }
 
-static void on_alarm(int sig) { (void)sig; }
+static volatile sig_atomic_t alarms;
+static void on_alarm(int sig) { (void)sig; alarms++; }
 
 static int server(int port)
 {
@@ -86,6 +87,9 @@ static int server(int port)
 	r = recvmsg(s, &mh, MSG_WAITALL);
 	CHECK(r == 30 && !memcmp(v1, "aaaaaaaaaa", 10) && !memcmp(v2, "bbbbbbbbbbcccccccccc", 20),
 	      "recvmsg MSG_WAITALL into 2 iovecs from a 3-iovec writev (%zd)", r);
+	/* 5b: the client blocks in read under a 10 ms SA_RESTART timer meanwhile */
+	msleep(200);
+	write(s, "R", 1);
 	struct iovec ov[2] = { { "hello ", 6 }, { "world", 5 } };
 	struct msghdr om = { .msg_iov = ov, .msg_iovlen = 2 };
 	CHECK(sendmsg(s, &om, 0) == 11, "sendmsg 2 iovecs");
@@ -209,6 +213,18 @@ static int client(const char *host, int port)
 	/* 6 */
 	struct iovec v[3] = { { "aaaaaaaaaa", 10 }, { "bbbbbbbbbb", 10 }, { "cccccccccc", 10 } };
 	CHECK(writev(s, v, 3) == 30, "writev 3 iovecs");
+	/* 5b: a handler installed with SA_RESTART: the blocking read goes on
+	 * (signal(7)); the server writes one byte after 200 ms */
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	alarms = 0;
+	struct itimerval every = { { 0, 10000 }, { 0, 10000 } }, off = { { 0, 0 }, { 0, 0 } };
+	setitimer(ITIMER_REAL, &every, NULL);
+	r = read(s, b, 1);
+	int e = errno, seen = alarms;
+	setitimer(ITIMER_REAL, &off, NULL);
+	CHECK(r == 1 && b[0] == 'R' && seen >= 3, "SA_RESTART: a blocking read goes on through %d signals (%zd, %s)",
+	      seen, r, r < 0 ? strerror(e) : "ok");
 	char r1[5], r2[6];
 	struct iovec iv[2] = { { r1, 5 }, { r2, 6 } };
 	struct msghdr mh = { .msg_iov = iv, .msg_iovlen = 2 };
