@@ -194,6 +194,8 @@ void emp__complete(struct emp_fw *fw, int32_t r, int64_t result)
 		if (result >= 0) {
 			fw->ctr.msgs_received++;
 			fw->ctr.bytes_received += (uint64_t)result;
+		} else if (result == -EMP_ECANCELED) {
+			fw->ctr.cancelled++;
 		} else {
 			fw->ctr.recv_errors++;
 		}
@@ -201,6 +203,8 @@ void emp__complete(struct emp_fw *fw, int32_t r, int64_t result)
 		if (result >= 0) {
 			fw->ctr.msgs_sent++;
 			fw->ctr.bytes_sent += x->len;
+		} else if (result == -EMP_ECANCELED) {
+			fw->ctr.cancelled++;
 		} else {
 			fw->ctr.send_errors++;
 		}

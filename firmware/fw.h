@@ -145,6 +145,7 @@ struct emp_counters {
 	uint64_t spurious_rtx;      /* rounds of retransmissions the receiver already had (RTO floor raised) */
 	uint64_t fc_stalls;
 	uint64_t recv_expired;      /* partly received messages given up (their receives posted again) */
+	uint64_t cancelled;         /* requests the host cancelled (a closing socket's receives): not errors */
 	uint64_t replies_limited;   /* STALE / HELLO_ACK replies not sent: over the rate limit */
 	uint64_t peers_reclaimed;    /* idle or dead peers whose slot went to another */
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */

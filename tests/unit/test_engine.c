@@ -374,6 +374,8 @@ static void t_cancel(void)
 	CHECK_EQ(emp_cancel(h.ep[1], a.r), 0);
 	CHECK_EQ(emp_test(h.ep[1], a.r, &st), 1);
 	CHECK_EQ(st.result, -ECANCELED);
+	CHECK_EQ(h_ctr(&h, 1).cancelled, 1);                /* counted as cancelled, not as an error */
+	CHECK_EQ(h_ctr(&h, 1).recv_errors, 0);
 	emp_get_usage(h.ep[1], NULL, NULL, &recs);
 	CHECK_EQ(recs, 0);
 	/* a send that started (no receive yet: it stays in flight) and one queued behind it */
@@ -391,6 +393,8 @@ static void t_cancel(void)
 	CHECK_EQ(emp_cancel(h.ep[0], s2), 0);               /* never started */
 	CHECK_EQ(emp_test(h.ep[0], s2, &st), 1);
 	CHECK_EQ(st.result, -ECANCELED);
+	CHECK_EQ(h_ctr(&h, 0).cancelled, 1);
+	CHECK_EQ(h_ctr(&h, 0).send_errors, 0);
 	CHECK_EQ(emp_test(h.ep[0], s1, &st), 0);
 	/* the receive arrives; the first message goes through */
 	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 2, &rv, 1, &r1), 0);
@@ -421,9 +425,11 @@ static void t_cancel(void)
 	expect_rx(&h, 1, &c, 0, 4, 'x');
 	struct emp_counters c0 = h_ctr(&h, 0), c1 = h_ctr(&h, 1);
 	CHECK_EQ(c0.msgs_sent, 3);
-	CHECK_EQ(c0.send_errors, 1);
+	CHECK_EQ(c0.send_errors, 0);
+	CHECK_EQ(c0.cancelled, 1);
 	CHECK_EQ(c1.msgs_received, 3);
-	CHECK_EQ(c1.recv_errors, 1);
+	CHECK_EQ(c1.recv_errors, 0);
+	CHECK_EQ(c1.cancelled, 1);
 	emp_get_usage(h.ep[0], NULL, NULL, &recs);
 	CHECK_EQ(recs, 0);
 	free(b1);
