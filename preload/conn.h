@@ -75,6 +75,7 @@ struct es_conn {
 	 * own FIN is through, the peer's FIN seen and nothing is left to send; so
 	 * after the peer's BYE nothing more can come and the receives may go */
 	int closing, close_want, peer_closed;
+	int rst_drawn;                   /* a write after peer_closed went nowhere, as TCP's draws a RST: the next gets EPIPE */
 	int dying;                       /* given up: torn down at zdl (linger.c detach) */
 	/* The close exchange: the closing side's FIN carries ES_CLOSE (no
 	 * separate message; the peer then sends without credits); a FIN with

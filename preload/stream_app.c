@@ -262,6 +262,17 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 	 * whose replies leave at its next wait anyway: the tail may grow first */
 	c->hold_tail = (s->tcpopt & (1u << TCP_CORK)) || (flags & MSG_MORE) || es__tl_defer;
 	for (;;) {
+		if (c->peer_closed && !c->rst_drawn && !c->err && !c->kdead && !c->shut_wr && !sent && x->fd < 0) {
+			/* the peer closed its socket: over TCP the first write after
+			 * that succeeds and its bytes draw a RST, and only the writes
+			 * after the RST fail, while what the peer sent before its
+			 * close stays readable (an HTTP client finds a keep-alive
+			 * connection closed by its read, redis-cli prints the
+			 * server's last words) */
+			c->rst_drawn = 1;
+			ret = (ssize_t)total;
+			goto out;
+		}
 		if (c->err || c->kdead || c->shut_wr || c->peer_closed) {
 			if (sent)
 				break;

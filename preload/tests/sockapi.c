@@ -116,6 +116,10 @@ static int server(int port)
 	CHECK(read(s, b, 1) == 0, "read returns EOF");
 	CHECK(write(s, "bye", 3) == 3, "write after peer's SHUT_WR");
 	close(s);
+	/* 11: a second connection the server closes after its last words */
+	s = accept(l, NULL, NULL);
+	CHECK(s >= 0 && write(s, "bye", 3) == 3, "second connection: last words");
+	close(s);
 	printf("server: %d failures\n", fails);
 	return fails != 0;
 }
@@ -273,6 +277,19 @@ static int client(const char *host, int port)
 	CHECK(read_n(s, b, 3) == 3 && !memcmp(b, "bye", 3), "read after own SHUT_WR");
 	CHECK(read(s, b, 1) == 0, "EOF after the server closed");
 	CHECK(write(s, "x", 1) < 0 && errno == EPIPE, "write after SHUT_WR: EPIPE");
+	close(s);
+	/* 11: the server closes its socket: as over TCP, the first write after
+	 * that succeeds (its bytes draw a RST), the server's last words are still
+	 * read, then EOF, and a later write gets EPIPE */
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(connect(s, (void *)&a, sizeof a) == 0, "second connection");
+	msleep(200);
+	CHECK(write(s, "ping", 4) == 4, "first write after the peer closed succeeds");
+	CHECK(read_n(s, b, 3) == 3 && !memcmp(b, "bye", 3), "the peer's last words read after that write");
+	CHECK(read(s, b, 1) == 0, "then EOF");
+	msleep(100);
+	errno = 0;
+	CHECK(write(s, "ping", 4) < 0 && errno == EPIPE, "a later write: EPIPE (%s)", strerror(errno));
 	close(s);
 	printf("client: %d failures\n", fails);
 	return fails != 0;
