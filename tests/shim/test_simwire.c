@@ -226,7 +226,8 @@ static void t_sim_half_close(void)
 
 /* close() with unread data: the closing side keeps its kernel socket and the
  * connection until the close exchange is through, discarding what arrives;
- * the writer gets the FIN (read 0) and EPIPE; when it closes too, both
+ * the writer gets the FIN (read 0), one write that goes nowhere (TCP's RST)
+ * and then EPIPE; when it closes too, both
  * lingering connections are torn down, no message having met a cancelled
  * receive, and the kernel connection ends */
 static void t_sim_close_unread(void)
@@ -250,6 +251,7 @@ static void t_sim_close_unread(void)
 	CHECK(sw_evmask(&w, 0) & POLLIN);
 	CHECK_EQ(w.s[0]->c->err, 0);
 	CHECK_EQ(read(w.fd[0], &c, 1), 0);       /* the peer's FIN: it sent nothing */
+	CHECK_EQ(send(w.fd[0], "x", 1, MSG_NOSIGNAL), 1);    /* as over TCP: this one draws the RST */
 	CHECK_EQ(send(w.fd[0], "x", 1, MSG_NOSIGNAL), -1);
 	CHECK_EQ(errno, EPIPE);
 	CHECK_EQ(es__zombies_reap(), 0);         /* the closed side is through */
