@@ -1,4 +1,4 @@
-/* epoll.c: epoll_create/ctl/wait/pwait: EMP sockets on in-memory ready lists beside the application's real kernel epoll set. */
+/* epoll.c: epoll_create/ctl: EMP sockets on in-memory ready lists beside the application's real kernel epoll set (the waiting half: epwait.c). */
 /*
  * The application's epoll fd stays a real kernel epoll. Kernel fds (and
  * tracked sockets that are still plain kernel sockets) are registered in it
@@ -38,55 +38,14 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "es.h"
+#include "epoll_int.h"
 
-struct es_epset;
-struct es_epreg {
-	struct es_epset *set;
-	struct es_sock *s;
-	int fd;
-	uint32_t events;
-	epoll_data_t data;
-	int emulated;                     /* on our ready lists, not in the kernel set */
-	int disabled;                     /* EPOLLONESHOT reported; until EPOLL_CTL_MOD */
-	int pending;                      /* an edge since the last report (EPOLLET) */
-	int queued;                       /* on set->ready (set->lock) */
-	struct es_epreg *snext;           /* in s->epregs */
-	struct es_epreg *next;            /* in set->regs */
-	struct es_epreg *rnext, *rprev;   /* in the ready list */
-};
+pthread_mutex_t es__ep_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t *const es__lk_ep = &es__ep_lock;   /* held across fork (fork.c) */
+uint64_t es__ep_cookie;
+atomic_int es__ep_raw_sleepers[64];       /* by epfd % 64: threads in the kernel's epoll_wait on a set with no EMP socket yet */
 
-struct es_epset {
-	int kind;                         /* ES_KIND_EPSET */
-	unsigned gen;                     /* inherited across fork: the parent's, hands off */
-	int epfd;
-	int efd;                          /* WAKE */
-	int armed;                        /* DEV, LIVE, WAKE are in the kernel set */
-	int dev_in;                       /* DEV is (the engine may come later) */
-	int nemu;                         /* emulated registrations */
-	int nested;                       /* this epoll fd sits in other epoll sets */
-	int refs, dead;                   /* ep_lock: waits in progress; closed */
-	struct es_epreg *regs;
-	pthread_mutex_t lock;             /* the ready list */
-	struct es_epreg *rhead, *rtail;
-	atomic_int nready;
-	atomic_int sleepers;              /* threads about to sleep or asleep on it */
-	atomic_int signaled;              /* efd written, not yet drained */
-	unsigned kskip;                   /* epoll_waits answered from the ready list alone */
-	int64_t klook_ns;                 /* the kernel fds' last look */
-};
-
-static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
-pthread_mutex_t *const es__lk_ep = &ep_lock;   /* held across fork (fork.c) */
-static uint64_t cookie;
-static atomic_int raw_sleepers[64];       /* by epfd % 64: threads in the kernel's epoll_wait on a set with no EMP socket yet */
-#define C_DEV 0
-#define C_LIVE 1
-#define C_WAKE 2
-#define KLOOK_EVERY 8                     /* kernel fds looked at every 8th answer ... */
-#define KLOOK_NS 1000000                  /* ... or after 1 ms */
-
-static int internal(uint64_t data) { return data - cookie < 3; }
+int es__ep_internal(uint64_t data) { return data - es__ep_cookie < 3; }
 
 static int emu_state(struct es_sock *s)
 {
@@ -94,7 +53,7 @@ static int emu_state(struct es_sock *s)
 					  (s->state == ES_PENDING && s->ng.sv.begun));
 }
 
-static uint32_t want_of(const struct es_epreg *r)
+uint32_t es__ep_want_of(const struct es_epreg *r)
 {
 	/* a socket still to negotiate is taken by the wait whatever the interest */
 	int neg = es__st_undecided(r->s);
@@ -104,7 +63,7 @@ static uint32_t want_of(const struct es_epreg *r)
 
 /* ---- the ready list (set->lock) ---- */
 
-static void rq_add(struct es_epset *set, struct es_epreg *r)
+void es__ep_rq_add(struct es_epset *set, struct es_epreg *r)
 {
 	if (r->queued)
 		return;
@@ -119,7 +78,7 @@ static void rq_add(struct es_epset *set, struct es_epreg *r)
 	atomic_fetch_add(&set->nready, 1);
 }
 
-static void rq_del(struct es_epset *set, struct es_epreg *r)
+void es__ep_rq_del(struct es_epset *set, struct es_epreg *r)
 {
 	if (!r->queued)
 		return;
@@ -143,7 +102,7 @@ static void set_signal(struct es_epset *set)
 	}
 }
 
-static void set_drain(struct es_epset *set)
+void es__ep_set_drain(struct es_epset *set)
 {
 	if (atomic_exchange(&set->signaled, 0)) {
 		uint64_t v;
@@ -156,11 +115,11 @@ static void set_drain(struct es_epset *set)
  * nothing on its list it must stop. The drain comes first; a push that raced
  * with it (its write may have been drained) is seen by the second look, which
  * writes again. */
-static void set_quiet(struct es_epset *set)
+void es__ep_set_quiet(struct es_epset *set)
 {
 	if (!set->nested || atomic_load(&set->nready))
 		return;
-	set_drain(set);
+	es__ep_set_drain(set);
 	if (atomic_load(&set->nready)) {
 		uint64_t one = 1;
 		atomic_store(&set->signaled, 1);
@@ -176,7 +135,7 @@ static void push(struct es_epreg *r, int edge)
 	pthread_mutex_lock(&set->lock);
 	if (edge)
 		r->pending = 1;
-	rq_add(set, r);
+	es__ep_rq_add(set, r);
 	int wake = atomic_load(&set->sleepers) > 0 || set->nested;
 	pthread_mutex_unlock(&set->lock);
 	if (wake)
@@ -190,26 +149,26 @@ void es__ep_cleared(struct es_sock *s, unsigned ev)
 {
 	for (struct es_epreg *r = s->epregs; r; r = r->snext) {
 		struct es_epset *set = r->set;
-		if (!set->nested || (ev & want_of(r)))
+		if (!set->nested || (ev & es__ep_want_of(r)))
 			continue;
 		pthread_mutex_lock(&set->lock);
-		rq_del(set, r);
+		es__ep_rq_del(set, r);
 		pthread_mutex_unlock(&set->lock);
-		set_quiet(set);
+		es__ep_set_quiet(set);
 	}
 }
 
 void es__ep_ready(struct es_sock *s, unsigned ev, int edge)
 {
 	for (struct es_epreg *r = s->epregs; r; r = r->snext)
-		if (r->emulated && !r->disabled && (ev & want_of(r)))
+		if (r->emulated && !r->disabled && (ev & es__ep_want_of(r)))
 			push(r, 1);
 	(void)edge;   /* new bits or an edge: either is an edge for EPOLLET */
 }
 
 /* ---- sets ---- */
 
-static struct es_epset *set_get(int epfd, int create)
+struct es_epset *es__ep_set_get(int epfd, int create)
 {
 	struct es_epset *set = es__fd_get(epfd);
 	if (set && set->kind == ES_KIND_EPSET)
@@ -229,18 +188,18 @@ static struct es_epset *set_get(int epfd, int create)
 }
 
 /* our entries into the kernel set, once (DEV again when the engine came later) */
-static int set_arm(struct es_epset *set)
+int es__ep_set_arm(struct es_epset *set)
 {
-	if (!cookie) {
+	if (!es__ep_cookie) {
 		uint64_t c = 0;
 		while (getrandom(&c, sizeof c, 0) != sizeof c || c > UINT64_MAX - 3)
 			;
-		cookie = c;
+		es__ep_cookie = c;
 	}
 	struct epoll_event ev = { .events = EPOLLIN };
 	if (!set->armed) {
 		set->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		ev.data.u64 = cookie + C_WAKE;
+		ev.data.u64 = es__ep_cookie + C_WAKE;
 		if (set->efd < 0 || R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, set->efd, &ev) < 0) {
 			int e = errno;
 			if (set->efd >= 0)
@@ -250,19 +209,19 @@ static int set_arm(struct es_epset *set)
 			return -1;
 		}
 		int lfd = es__live_fd();
-		ev.data.u64 = cookie + C_LIVE;
+		ev.data.u64 = es__ep_cookie + C_LIVE;
 		if (lfd >= 0)
 			R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, lfd, &ev);
 		set->armed = 1;
 		/* a thread may already sleep in the kernel on this set (epoll_any,
 		 * unarmed): wake it, so that it waits again on the ready list */
-		if (!set->nested && atomic_load(&raw_sleepers[set->epfd & 63]))
+		if (!set->nested && atomic_load(&es__ep_raw_sleepers[set->epfd & 63]))
 			set_signal(set);
 	}
 	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
 	if (!set->dev_in && ep && emp_wait_fd(ep) >= 0) {
 		ev.events = EPOLLIN | EPOLLEXCLUSIVE;   /* frames wake one sleeping set, not all */
-		ev.data.u64 = cookie + C_DEV;
+		ev.data.u64 = es__ep_cookie + C_DEV;
 		if (R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd(ep), &ev) < 0) {
 			ev.events = EPOLLIN;
 			R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd(ep), &ev);
@@ -272,7 +231,7 @@ static int set_arm(struct es_epset *set)
 	return 0;
 }
 
-static void set_free(struct es_epset *set)
+void es__ep_set_free(struct es_epset *set)
 {
 	if (set->efd >= 0)
 		R_(close)(set->efd);
@@ -288,7 +247,7 @@ static struct es_epreg *reg_find(struct es_epset *set, int fd)
 	return NULL;
 }
 
-/* ep_lock and r->s->lock held */
+/* es__ep_lock and r->s->lock held */
 static void reg_unlink(struct es_epreg *r)
 {
 	struct es_epreg **pp;
@@ -303,7 +262,7 @@ static void reg_unlink(struct es_epreg *r)
 			break;
 		}
 	pthread_mutex_lock(&r->set->lock);
-	rq_del(r->set, r);
+	es__ep_rq_del(r->set, r);
 	pthread_mutex_unlock(&r->set->lock);
 	if (r->emulated)
 		r->set->nemu--;
@@ -311,10 +270,10 @@ static void reg_unlink(struct es_epreg *r)
 }
 
 /* the socket's current readiness as an edge for r (just added, modified or
- * moved onto our lists); ep_lock and s->lock held */
+ * moved onto our lists); es__ep_lock and s->lock held */
 static void reg_kick(struct es_epreg *r)
 {
-	if (r->emulated && !r->disabled && (atomic_load(&r->s->evmask) & want_of(r)))
+	if (r->emulated && !r->disabled && (atomic_load(&r->s->evmask) & es__ep_want_of(r)))
 		push(r, 1);
 }
 
@@ -323,28 +282,28 @@ static int ctl_kernel(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	int r = R_(epoll_ctl)(epfd, op, fd, ev);
 	struct es_epset *inner;
-	if (r == 0 && op == EPOLL_CTL_ADD && (inner = set_get(fd, 0))) {
+	if (r == 0 && op == EPOLL_CTL_ADD && (inner = es__ep_set_get(fd, 0))) {
 		/* an epoll set inside another: its ready list must make its fd
 		 * readable, so the outer wait sees it */
-		pthread_mutex_lock(&ep_lock);
+		pthread_mutex_lock(&es__ep_lock);
 		inner->nested = 1;
-		if (set_arm(inner) == 0) {
+		if (es__ep_set_arm(inner) == 0) {
 			if (atomic_load(&inner->nready))
 				set_signal(inner);
 			else
-				set_quiet(inner);    /* a wake left from before it was nested */
+				es__ep_set_quiet(inner);    /* a wake left from before it was nested */
 		}
-		pthread_mutex_unlock(&ep_lock);
+		pthread_mutex_unlock(&es__ep_lock);
 	}
 	return r;
 }
 
 /* EPOLL_CTL_ADD of s (no registration in set yet): on our lists when its
- * state is emulated, else in the kernel set too; 0 or -errno; ep_lock and
+ * state is emulated, else in the kernel set too; 0 or -errno; es__ep_lock and
  * s->lock held */
 static int reg_add(struct es_epset *set, int epfd, struct es_sock *s, int fd, struct epoll_event *ev)
 {
-	if (emu_state(s) && set_arm(set) < 0)
+	if (emu_state(s) && es__ep_set_arm(set) < 0)
 		return -errno;
 	struct es_epreg *r = calloc(1, sizeof *r);
 	if (!r)
@@ -389,11 +348,11 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return -1;
 	}
 	int ret = 0, e = errno;
-	pthread_mutex_lock(&ep_lock);
-	struct es_epset *set = set_get(epfd, op == EPOLL_CTL_ADD);
+	pthread_mutex_lock(&es__ep_lock);
+	struct es_epset *set = es__ep_set_get(epfd, op == EPOLL_CTL_ADD);
 	struct es_epreg *r = set ? reg_find(set, fd) : NULL;
 	if (!set || (!r && op != EPOLL_CTL_ADD)) {
-		pthread_mutex_unlock(&ep_lock);
+		pthread_mutex_unlock(&es__ep_lock);
 		return R_(epoll_ctl)(epfd, op, fd, ev);   /* the kernel says why */
 	}
 	es__sock_lock(s);
@@ -426,7 +385,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		ret = -1;
 	}
 	es__sock_unlock(s);
-	pthread_mutex_unlock(&ep_lock);
+	pthread_mutex_unlock(&es__ep_lock);
 	errno = e;
 	return ret;
 }
@@ -438,7 +397,7 @@ void es__ep_sock_switched(struct es_sock *s)
 {
 	if (!s->epregs)
 		return;
-	pthread_mutex_lock(&ep_lock);
+	pthread_mutex_lock(&es__ep_lock);
 	es__sock_lock(s);
 	int final = s->state == ES_CAND;
 	struct es_epreg *r = s->epregs, *nx;
@@ -448,13 +407,13 @@ void es__ep_sock_switched(struct es_sock *s)
 		struct epoll_event ev = { .events = r->events, .data = r->data };
 		if (r->emulated && !want) {
 			pthread_mutex_lock(&r->set->lock);
-			rq_del(r->set, r);
+			es__ep_rq_del(r->set, r);
 			pthread_mutex_unlock(&r->set->lock);
 			r->emulated = 0;
 			r->set->nemu--;
 			if (!r->disabled)
 				R_(epoll_ctl)(r->set->epfd, EPOLL_CTL_ADD, r->fd, &ev);
-		} else if (!r->emulated && want && set_arm(r->set) == 0) {
+		} else if (!r->emulated && want && es__ep_set_arm(r->set) == 0) {
 			R_(epoll_ctl)(r->set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
 			r->emulated = 1;
 			r->set->nemu++;
@@ -465,25 +424,25 @@ void es__ep_sock_switched(struct es_sock *s)
 			reg_kick(r);
 	}
 	es__sock_unlock(s);
-	pthread_mutex_unlock(&ep_lock);
+	pthread_mutex_unlock(&es__ep_lock);
 }
 
 void es__ep_sock_gone(struct es_sock *s)
 {
 	if (!s->epregs)
 		return;
-	pthread_mutex_lock(&ep_lock);
+	pthread_mutex_lock(&es__ep_lock);
 	es__sock_lock(s);
 	while (s->epregs)
 		reg_unlink(s->epregs);
 	es__sock_unlock(s);
-	pthread_mutex_unlock(&ep_lock);
+	pthread_mutex_unlock(&es__ep_lock);
 }
 
 void es__epset_close(int fd, void *o)
 {
 	struct es_epset *set = o;
-	pthread_mutex_lock(&ep_lock);
+	pthread_mutex_lock(&es__ep_lock);
 	es__fd_set(fd, NULL);
 	while (set->regs) {
 		struct es_epreg *r = set->regs;
@@ -494,266 +453,9 @@ void es__epset_close(int fd, void *o)
 	}
 	set->dead = 1;
 	int last = set->refs == 0;
-	pthread_mutex_unlock(&ep_lock);
+	pthread_mutex_unlock(&es__ep_lock);
 	if (last)
-		set_free(set);
-}
-
-/* ---- waiting ---- */
-
-/* sockets a wait negotiates (unlocked, after the harvest): a burst of
- * accepted connections whose OFFERs are out is settled in one round (most
- * have their answer by then), not one per round */
-#define SETTLE_MAX 32
-struct settles { int n; int fd[SETTLE_MAX]; };
-
-static void settle_all(struct settles *st)
-{
-	for (int i = 0; i < st->n; i++) {
-		struct es_sock *s = es__sock(st->fd[i]);
-		if (s)
-			es__settle(st->fd[i], s);   /* negotiated: its readiness comes next round */
-	}
-	st->n = 0;
-}
-
-/* ready registrations into out (set->lock taken here); st gets the fds
- * whose non-blocking connect finished, or accepted ones whose OFFER is out
- * (negotiated by the caller, unlocked) */
-static int harvest(struct es_epset *set, struct epoll_event *out, int max, struct settles *st)
-{
-	int k = 0;
-	pthread_mutex_lock(&set->lock);
-	int left = atomic_load(&set->nready);
-	for (struct es_epreg *r = set->rhead, *nx; r && k < max && left-- > 0; r = nx) {
-		nx = r->rnext;
-		struct es_sock *s = r->s;
-		if (!r->emulated || r->disabled) {
-			rq_del(set, r);
-			continue;
-		}
-		if (es__st_undecided(s)) {
-			if (s->state == ES_CONNECTING && !s->connected) {
-				rq_del(set, r);
-			} else if (st->n < SETTLE_MAX) {
-				st->fd[st->n++] = r->fd; /* the caller negotiates it (unlocked) */
-				rq_del(set, r);
-			}
-			continue;
-		}
-		uint32_t ev = es__ready_for(s, want_of(r));
-		if (!ev || ((r->events & EPOLLET) && !r->pending)) {
-			rq_del(set, r);          /* no longer ready (a read took it), or no new edge */
-			continue;
-		}
-		out[k].events = ev;
-		out[k].data = r->data;
-		k++;
-		r->pending = 0;
-		rq_del(set, r);
-		if (r->events & EPOLLONESHOT)
-			r->disabled = 1;
-		else if (!(r->events & EPOLLET))
-			rq_add(set, r);          /* level-triggered: stays while ready, behind the others */
-	}
-	pthread_mutex_unlock(&set->lock);
-	return k;
-}
-
-/* keep the application's events of a kernel answer, act on ours */
-static int filter(struct epoll_event *evs, int k)
-{
-	int m = 0;
-	for (int j = 0; j < k; j++) {
-		uint64_t d = evs[j].data.u64;
-		if (!internal(d))
-			evs[m++] = evs[j];
-		else if (d == cookie + C_LIVE)
-			es__live_harvest();
-		/* DEV: the caller drives the engine; WAKE: drained by the caller */
-	}
-	return m;
-}
-
-struct epw {
-	struct es_epset *set;
-	struct epoll_event *evs;
-	int max;
-	const sigset_t *mask;
-	int nk;                          /* kernel events the sleep returned */
-};
-
-static int epw_done(void *arg)
-{
-	return atomic_load(&((struct epw *)arg)->set->nready) > 0;
-}
-
-static void epw_arm(void *arg)
-{
-	atomic_fetch_add(&((struct epw *)arg)->set->sleepers, 1);
-}
-
-static void epw_disarm(void *arg)
-{
-	atomic_fetch_sub(&((struct epw *)arg)->set->sleepers, 1);
-}
-
-static int epw_sleep(void *arg, int64_t ns)
-{
-	struct epw *a = arg;
-	int ms = ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
-	int k = a->mask ? R_(epoll_pwait)(a->set->epfd, a->evs, a->max, ms, a->mask)
-			: R_(epoll_wait)(a->set->epfd, a->evs, a->max, ms);
-	if (k < 0)
-		return errno == EINTR ? -EINTR : -errno;
-	set_drain(a->set);
-	a->nk = filter(a->evs, k);
-	a->set->klook_ns = es__now_ns();
-	a->set->kskip = 0;
-	return a->nk;
-}
-
-static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
-{
-	emp_endpoint_t *ep = es__g.ep;
-	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
-	for (;;) {
-		struct settles st = { 0 };
-		int n;
-		es__held_flush();            /* the round's coalesced writes are posted */
-		if (ep)
-			emp_progress(ep);        /* deferred replies leave, arrived frames are taken */
-		if (!set->dev_in && ep) {
-			pthread_mutex_lock(&ep_lock);
-			set_arm(set);
-			pthread_mutex_unlock(&ep_lock);
-		}
-		n = 0;
-		int64_t now = es__now_ns();
-		if (++set->kskip >= KLOOK_EVERY || now - set->klook_ns >= KLOOK_NS) {
-			/* the kernel fds get a look too, now and then (fairness: the
-			 * ready list alone could keep answering for ever) */
-			int k = R_(epoll_wait)(set->epfd, evs, max, 0);
-			set->kskip = 0;
-			set->klook_ns = now;
-			if (k > 0)
-				n = filter(evs, k);
-			if (!set->nested)
-				set_drain(set);
-		}
-		n += harvest(set, evs + n, max - n, &st);
-		if (st.n) {
-			settle_all(&st);
-			if (!n)
-				continue;
-		}
-		if (n)
-			return n;
-		int64_t left = dl < 0 ? -1 : dl - es__now_ns();
-		if (left < 0 && dl >= 0)
-			left = 0;
-		if (!ep) {
-			struct epw a = { set, evs, max, mask, 0 };
-			int r = epw_sleep(&a, left);
-			if (r < 0) {
-				errno = -r;
-				return -1;
-			}
-			if (r > 0 || atomic_load(&set->nready) == 0)
-				return r;
-			continue;
-		}
-		struct epw a = { set, evs, max, mask, 0 };
-		struct emp_waitfor w = { .done = epw_done, .arm = epw_arm, .sleep = epw_sleep,
-					 .disarm = epw_disarm, .arg = &a, .timeout_ns = left };
-		int r = emp_wait_for(ep, &w);
-		if (r == -EINTR) {
-			errno = EINTR;
-			return -1;
-		}
-		if (r < 0) {
-			errno = -r;
-			return -1;
-		}
-		n = a.nk;                    /* kernel events the last sleep took (even when EMP became ready too) */
-		if (n < max)
-			n += harvest(set, evs + n, max - n, &st);
-		if (st.n) {
-			settle_all(&st);
-			if (!n)
-				continue;
-		}
-		if (n || r == 0)
-			return n;
-		if (dl >= 0 && es__now_ns() >= dl)
-			return 0;
-	}
-}
-
-static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
-{
-	struct es_epset *set = NULL;
-	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
-again:;
-	int raw = 0;
-	if (!es__tl_in && max > 0) {
-		pthread_mutex_lock(&ep_lock);
-		set = set_get(epfd, 0);
-		if (set && (!set->armed || set->dead))
-			set = NULL;              /* kernel fds only: the kernel's answer as it is */
-		if (set)
-			set->refs++;
-		else
-			raw = 1, atomic_fetch_add(&raw_sleepers[epfd & 63], 1);   /* before set_arm looks (ep_lock) */
-		pthread_mutex_unlock(&ep_lock);
-	}
-	if (!set) {
-		int k = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
-		if (raw)
-			atomic_fetch_sub(&raw_sleepers[epfd & 63], 1);
-		if (k <= 0 || es__tl_in || !__atomic_load_n(&cookie, __ATOMIC_ACQUIRE))
-			return k;
-		/* another thread armed the set (an EMP socket added) while this one
-		 * slept in the kernel: our entries never reach the application; with
-		 * only those, wait again on the set's ready list */
-		int m = filter(evs, k);
-		if (m)
-			return m;
-		if (timeout > 0)
-			timeout = dl > es__now_ns() ? (int)((dl - es__now_ns() + 999999) / 1000000) : 0;
-		goto again;
-	}
-	int e = errno;
-	es__reap_hold();   /* no lock held here: closing connections this wait finished go at its end */
-	int n = set->gen == es__g.gen ? ewait(set, evs, max, timeout, mask) : -2;
-	es__reap_release();
-	if (n >= 0)
-		set_quiet(set);              /* nested and nothing left: its outer sets stop seeing it */
-	if (n == -2) {   /* inherited across fork: the parent's lists; the kernel's answer only */
-		n = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
-		if (n > 0)
-			n = filter(evs, n);
-	} else if (n >= 0) {
-		errno = e;
-	}
-	if (n > 0)
-		es__defer_on();   /* an event loop: its replies leave together at its next wait */
-	pthread_mutex_lock(&ep_lock);
-	int last = --set->refs == 0 && set->dead;
-	pthread_mutex_unlock(&ep_lock);
-	if (last)
-		set_free(set);
-	return n;
-}
-
-int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
-{
-	return epoll_any(epfd, evs, max, timeout, NULL);
-}
-
-int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
-{
-	return epoll_any(epfd, evs, max, timeout, mask);
+		es__ep_set_free(set);
 }
 
 static void child_fix(int fd, void *o, void *arg)

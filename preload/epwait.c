@@ -1,0 +1,264 @@
+/* epwait.c: epoll_wait/epoll_pwait: taking a set's ready list, looking at its kernel fds, and waiting with libemp's primitive (registration and the ready list: epoll.c). */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "epoll_int.h"
+
+/* ---- waiting ---- */
+
+/* sockets a wait negotiates (unlocked, after the harvest): a burst of
+ * accepted connections whose OFFERs are out is settled in one round (most
+ * have their answer by then), not one per round */
+#define SETTLE_MAX 32
+struct settles { int n; int fd[SETTLE_MAX]; };
+
+static void settle_all(struct settles *st)
+{
+	for (int i = 0; i < st->n; i++) {
+		struct es_sock *s = es__sock(st->fd[i]);
+		if (s)
+			es__settle(st->fd[i], s);   /* negotiated: its readiness comes next round */
+	}
+	st->n = 0;
+}
+
+/* ready registrations into out (set->lock taken here); st gets the fds
+ * whose non-blocking connect finished, or accepted ones whose OFFER is out
+ * (negotiated by the caller, unlocked) */
+static int harvest(struct es_epset *set, struct epoll_event *out, int max, struct settles *st)
+{
+	int k = 0;
+	pthread_mutex_lock(&set->lock);
+	int left = atomic_load(&set->nready);
+	for (struct es_epreg *r = set->rhead, *nx; r && k < max && left-- > 0; r = nx) {
+		nx = r->rnext;
+		struct es_sock *s = r->s;
+		if (!r->emulated || r->disabled) {
+			es__ep_rq_del(set, r);
+			continue;
+		}
+		if (es__st_undecided(s)) {
+			if (s->state == ES_CONNECTING && !s->connected) {
+				es__ep_rq_del(set, r);
+			} else if (st->n < SETTLE_MAX) {
+				st->fd[st->n++] = r->fd; /* the caller negotiates it (unlocked) */
+				es__ep_rq_del(set, r);
+			}
+			continue;
+		}
+		uint32_t ev = es__ready_for(s, es__ep_want_of(r));
+		if (!ev || ((r->events & EPOLLET) && !r->pending)) {
+			es__ep_rq_del(set, r);          /* no longer ready (a read took it), or no new edge */
+			continue;
+		}
+		out[k].events = ev;
+		out[k].data = r->data;
+		k++;
+		r->pending = 0;
+		es__ep_rq_del(set, r);
+		if (r->events & EPOLLONESHOT)
+			r->disabled = 1;
+		else if (!(r->events & EPOLLET))
+			es__ep_rq_add(set, r);          /* level-triggered: stays while ready, behind the others */
+	}
+	pthread_mutex_unlock(&set->lock);
+	return k;
+}
+
+/* keep the application's events of a kernel answer, act on ours */
+static int filter(struct epoll_event *evs, int k)
+{
+	int m = 0;
+	for (int j = 0; j < k; j++) {
+		uint64_t d = evs[j].data.u64;
+		if (!es__ep_internal(d))
+			evs[m++] = evs[j];
+		else if (d == es__ep_cookie + C_LIVE)
+			es__live_harvest();
+		/* DEV: the caller drives the engine; WAKE: drained by the caller */
+	}
+	return m;
+}
+
+struct epw {
+	struct es_epset *set;
+	struct epoll_event *evs;
+	int max;
+	const sigset_t *mask;
+	int nk;                          /* kernel events the sleep returned */
+};
+
+static int epw_done(void *arg)
+{
+	return atomic_load(&((struct epw *)arg)->set->nready) > 0;
+}
+
+static void epw_arm(void *arg)
+{
+	atomic_fetch_add(&((struct epw *)arg)->set->sleepers, 1);
+}
+
+static void epw_disarm(void *arg)
+{
+	atomic_fetch_sub(&((struct epw *)arg)->set->sleepers, 1);
+}
+
+static int epw_sleep(void *arg, int64_t ns)
+{
+	struct epw *a = arg;
+	int ms = ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
+	int k = a->mask ? R_(epoll_pwait)(a->set->epfd, a->evs, a->max, ms, a->mask)
+			: R_(epoll_wait)(a->set->epfd, a->evs, a->max, ms);
+	if (k < 0)
+		return errno == EINTR ? -EINTR : -errno;
+	es__ep_set_drain(a->set);
+	a->nk = filter(a->evs, k);
+	a->set->klook_ns = es__now_ns();
+	a->set->kskip = 0;
+	return a->nk;
+}
+
+static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
+{
+	emp_endpoint_t *ep = es__g.ep;
+	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
+	for (;;) {
+		struct settles st = { 0 };
+		int n;
+		es__held_flush();            /* the round's coalesced writes are posted */
+		if (ep)
+			emp_progress(ep);        /* deferred replies leave, arrived frames are taken */
+		if (!set->dev_in && ep) {
+			pthread_mutex_lock(&es__ep_lock);
+			es__ep_set_arm(set);
+			pthread_mutex_unlock(&es__ep_lock);
+		}
+		n = 0;
+		int64_t now = es__now_ns();
+		if (++set->kskip >= KLOOK_EVERY || now - set->klook_ns >= KLOOK_NS) {
+			/* the kernel fds get a look too, now and then (fairness: the
+			 * ready list alone could keep answering for ever) */
+			int k = R_(epoll_wait)(set->epfd, evs, max, 0);
+			set->kskip = 0;
+			set->klook_ns = now;
+			if (k > 0)
+				n = filter(evs, k);
+			if (!set->nested)
+				es__ep_set_drain(set);
+		}
+		n += harvest(set, evs + n, max - n, &st);
+		if (st.n) {
+			settle_all(&st);
+			if (!n)
+				continue;
+		}
+		if (n)
+			return n;
+		int64_t left = dl < 0 ? -1 : dl - es__now_ns();
+		if (left < 0 && dl >= 0)
+			left = 0;
+		if (!ep) {
+			struct epw a = { set, evs, max, mask, 0 };
+			int r = epw_sleep(&a, left);
+			if (r < 0) {
+				errno = -r;
+				return -1;
+			}
+			if (r > 0 || atomic_load(&set->nready) == 0)
+				return r;
+			continue;
+		}
+		struct epw a = { set, evs, max, mask, 0 };
+		struct emp_waitfor w = { .done = epw_done, .arm = epw_arm, .sleep = epw_sleep,
+					 .disarm = epw_disarm, .arg = &a, .timeout_ns = left };
+		int r = emp_wait_for(ep, &w);
+		if (r == -EINTR) {
+			errno = EINTR;
+			return -1;
+		}
+		if (r < 0) {
+			errno = -r;
+			return -1;
+		}
+		n = a.nk;                    /* kernel events the last sleep took (even when EMP became ready too) */
+		if (n < max)
+			n += harvest(set, evs + n, max - n, &st);
+		if (st.n) {
+			settle_all(&st);
+			if (!n)
+				continue;
+		}
+		if (n || r == 0)
+			return n;
+		if (dl >= 0 && es__now_ns() >= dl)
+			return 0;
+	}
+}
+
+static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
+{
+	struct es_epset *set = NULL;
+	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
+again:;
+	int raw = 0;
+	if (!es__tl_in && max > 0) {
+		pthread_mutex_lock(&es__ep_lock);
+		set = es__ep_set_get(epfd, 0);
+		if (set && (!set->armed || set->dead))
+			set = NULL;              /* kernel fds only: the kernel's answer as it is */
+		if (set)
+			set->refs++;
+		else
+			raw = 1, atomic_fetch_add(&es__ep_raw_sleepers[epfd & 63], 1);   /* before set_arm looks (es__ep_lock) */
+		pthread_mutex_unlock(&es__ep_lock);
+	}
+	if (!set) {
+		int k = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+		if (raw)
+			atomic_fetch_sub(&es__ep_raw_sleepers[epfd & 63], 1);
+		if (k <= 0 || es__tl_in || !__atomic_load_n(&es__ep_cookie, __ATOMIC_ACQUIRE))
+			return k;
+		/* another thread armed the set (an EMP socket added) while this one
+		 * slept in the kernel: our entries never reach the application; with
+		 * only those, wait again on the set's ready list */
+		int m = filter(evs, k);
+		if (m)
+			return m;
+		if (timeout > 0)
+			timeout = dl > es__now_ns() ? (int)((dl - es__now_ns() + 999999) / 1000000) : 0;
+		goto again;
+	}
+	int e = errno;
+	es__reap_hold();   /* no lock held here: closing connections this wait finished go at its end */
+	int n = set->gen == es__g.gen ? ewait(set, evs, max, timeout, mask) : -2;
+	es__reap_release();
+	if (n >= 0)
+		es__ep_set_quiet(set);              /* nested and nothing left: its outer sets stop seeing it */
+	if (n == -2) {   /* inherited across fork: the parent's lists; the kernel's answer only */
+		n = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+		if (n > 0)
+			n = filter(evs, n);
+	} else if (n >= 0) {
+		errno = e;
+	}
+	if (n > 0)
+		es__defer_on();   /* an event loop: its replies leave together at its next wait */
+	pthread_mutex_lock(&es__ep_lock);
+	int last = --set->refs == 0 && set->dead;
+	pthread_mutex_unlock(&es__ep_lock);
+	if (last)
+		es__ep_set_free(set);
+	return n;
+}
+
+int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+{
+	return epoll_any(epfd, evs, max, timeout, NULL);
+}
+
+int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
+{
+	return epoll_any(epfd, evs, max, timeout, mask);
+}
+
