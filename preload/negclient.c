@@ -28,8 +28,9 @@
  * EMP_NEG_TIMEOUT_KNOWN_MS (5000) after connect. The long bound applies if the
  * server is known when the application asks, or if it sent an OFFER for any
  * connection since this one's connect (a burst of connects to a new server). A
- * known server's connection that still gets no OFFER marks it plain again:
- * later connections start from the short bound until it offers again. After
+ * server's connection that gets no OFFER marks it plain: for 10 s the
+ * process's later connections to it use kernel TCP at once (unmarked), then
+ * one tries again with the short bound (plain_lately). After
  * our ACCEPT we wait for the server's HELLO up to the long bound: the server
  * commits before its own (short) deadline and EMP delivers the HELLO reliably.
  * Giving up unregisters and closes our UDP socket, so a later OFFER meets ICMP
@@ -54,15 +55,21 @@
 static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t *const es__lk_neg = &neg_lock;
 
-/* ---- servers known to speak EMP (under neg_lock) ---- */
+/* ---- servers known to speak EMP, or found plain (under neg_lock) ---- */
 #define KNOWN_N 256
 #define KNOWN_PROBE 8
+#define PLAIN_KEEP_NS 10000000000ll      /* a server that let a bound pass: kernel TCP at once for 10 s */
 struct known {
 	uint32_t ip;
 	uint16_t port;
 	int64_t offer_ns, plain_ns;      /* last OFFER from there; last bound missed */
 };
 static struct known known[KNOWN_N];
+
+static int64_t known_last(const struct known *k)
+{
+	return k->offer_ns > k->plain_ns ? k->offer_ns : k->plain_ns;
+}
 
 static struct known *known_find(const struct sockaddr_in *a, int create)
 {
@@ -72,9 +79,9 @@ static struct known *known_find(const struct sockaddr_in *a, int create)
 	struct known *victim = NULL;
 	for (int i = 0; i < KNOWN_PROBE; i++) {
 		struct known *k = &known[(h + (unsigned)i) % KNOWN_N];
-		if (k->offer_ns && k->ip == ip && k->port == port)
+		if (known_last(k) && k->ip == ip && k->port == port)
 			return k;
-		if (!victim || !k->offer_ns || (victim->offer_ns && k->offer_ns < victim->offer_ns))
+		if (!victim || !known_last(k) || (known_last(victim) && known_last(k) < known_last(victim)))
 			victim = k;
 	}
 	if (!create)
@@ -307,6 +314,22 @@ static int no_side_channel(const struct sockaddr_in *to)
 	return -1;
 }
 
+/* A server (ip, port) whose last connection from this process got no OFFER
+ * within the bound runs a plain program (or was too busy to first-use the
+ * socket): for PLAIN_KEEP_NS the process's later connections to it use
+ * kernel TCP at once, unmarked (a preloaded server serves them on kernel TCP
+ * at once too); then one connection tries again. Without this every
+ * connection to a plain server on a configured peer waited the bound. */
+static int plain_lately(const struct sockaddr_in *to)
+{
+	pthread_mutex_lock(&neg_lock);
+	struct known *k = known_find(to, 0);
+	int64_t now = es__now_ns();
+	int plain = k && k->plain_ns > k->offer_ns && now - k->plain_ns < PLAIN_KEEP_NS;
+	pthread_mutex_unlock(&neg_lock);
+	return plain;
+}
+
 int es__negc_prepare(struct es_sock *s, const struct sockaddr_in *to)
 {
 	if (!es__conf() || es__neg_self_and_peer(NULL, to, ntohs(to->sin_port)) < 0)
@@ -323,6 +346,11 @@ int es__negc_prepare(struct es_sock *s, const struct sockaddr_in *to)
 	int self = emp_self_host(ep), host = emp_host_by_ip(ep, to->sin_addr.s_addr);
 	if (host < 0 || host == self)
 		return 0;
+	if (!es__g.strict && plain_lately(to)) {   /* its last connection waited out the bound */
+		es__dbg("connect to %s:%u: no EMP offer from there lately: kernel TCP at once",
+			inet_ntoa(to->sin_addr), ntohs(to->sin_port));
+		return 0;
+	}
 	struct sockaddr_storage a;
 	socklen_t l = sizeof a;
 	if (R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
@@ -437,11 +465,9 @@ int es__negc_settle(struct es_sock *s)
 			if (now >= until) {
 				why = lng ? "no EMP offer from the server (known to speak EMP; busy?)"
 					  : "no EMP offer from the server (plain program?)";
-				if (lng) {
-					struct known *k = known_find(&s->remote, 0);
-					if (k)
-						k->plain_ns = now;
-				}
+				struct known *k = known_find(&s->remote, 1);
+				if (k)
+					k->plain_ns = now;
 			}
 		}
 		pthread_mutex_unlock(&neg_lock);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_neg_plain: plain (not preloaded) clients against a preloaded server: served on kernel TCP at once, the server never offers them EMP (no negotiation datagram reaches the client host, no EMP frame moves), every byte intact; under --strict the server refuses a plain client at once instead. Prints the time per connection, plain and preloaded clients, as figures.
+# t_neg_plain: plain (not preloaded) clients against a preloaded server: served on kernel TCP at once, the server never offers them EMP (no negotiation datagram reaches the client host, no EMP frame moves), every byte intact; under --strict the server refuses a plain client at once instead; a preloaded client waits the bound for a plain server once, then uses kernel TCP at once there. Prints the time per connection, plain and preloaded clients, as figures.
 # timeout: 60
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -29,3 +29,13 @@ u0=$(udp_in)
 if on 1 "$CONNT" client 10.77.0.2 7331 1 100 > "$T/strictc.log" 2>&1; then fail "strict server served a plain client"; fi
 expect "strict server refused the plain client (no EMP mark)" grep -q "no EMP mark" "$T/strict.log"
 at_most "negotiation datagrams into the plain client's host (strict server)" $(( $(udp_in) - u0 )) 0
+# a preloaded client (not strict) against a plain server: the first connection waits the bound
+# for an OFFER, the process's next ones go to kernel TCP at once (no bound each); bytes intact
+bg 2 "$T/plainsrv.log" "$CONNT" server 7332
+wait_port 2 7332
+on 1 "$ER" --debug "$CONNT" client 10.77.0.2 7332 20 1000 > "$T/pc.log" 2>&1 || { cat "$T/pc.log"; fail "preloaded client to a plain server"; }
+expect "20 connections to the plain server echoed intact" grep -q "^ok 20 conns" "$T/pc.log"
+waited=$(grep -c "no EMP offer from the server" "$T/pc.log" || true)
+quick=$(grep -c "no EMP offer from there lately" "$T/pc.log" || true)
+at_most "connections that waited the bound for an OFFER" "$waited" 1
+at_least "connections that went to kernel TCP at once" "$quick" 19
