@@ -28,9 +28,11 @@
  * EMP_NEG_TIMEOUT_KNOWN_MS (5000) after connect. The long bound applies if the
  * server is known when the application asks, or if it sent an OFFER for any
  * connection since this one's connect (a burst of connects to a new server). A
- * server's connection that gets no OFFER marks it plain: for 10 s the
+ * known server's connection that still gets no OFFER marks it plain again:
+ * later connections start from the short bound until it offers again. A
+ * server that never offered and let a bound pass is plain: for 10 s the
  * process's later connections to it use kernel TCP at once (unmarked), then
- * one tries again with the short bound (plain_lately). After
+ * one tries again (plain_lately). After
  * our ACCEPT we wait for the server's HELLO up to the long bound: the server
  * commits before its own (short) deadline and EMP delivers the HELLO reliably.
  * Giving up unregisters and closes our UDP socket, so a later OFFER meets ICMP
@@ -314,18 +316,19 @@ static int no_side_channel(const struct sockaddr_in *to)
 	return -1;
 }
 
-/* A server (ip, port) whose last connection from this process got no OFFER
- * within the bound runs a plain program (or was too busy to first-use the
- * socket): for PLAIN_KEEP_NS the process's later connections to it use
- * kernel TCP at once, unmarked (a preloaded server serves them on kernel TCP
- * at once too); then one connection tries again. Without this every
- * connection to a plain server on a configured peer waited the bound. */
+/* A server (ip, port) that never sent this process an OFFER and whose last
+ * connection got none within the bound runs a plain program: for
+ * PLAIN_KEEP_NS the process's later connections to it use kernel TCP at once,
+ * unmarked (a preloaded server serves them on kernel TCP at once too); then
+ * one connection tries again. Without this every connection to a plain
+ * server on a configured peer waited the bound. A server that has offered
+ * before and missed a bound (busy) keeps the short bound, as before. */
 static int plain_lately(const struct sockaddr_in *to)
 {
 	pthread_mutex_lock(&neg_lock);
 	struct known *k = known_find(to, 0);
 	int64_t now = es__now_ns();
-	int plain = k && k->plain_ns > k->offer_ns && now - k->plain_ns < PLAIN_KEEP_NS;
+	int plain = k && !k->offer_ns && now - k->plain_ns < PLAIN_KEEP_NS;
 	pthread_mutex_unlock(&neg_lock);
 	return plain;
 }
