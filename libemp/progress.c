@@ -16,7 +16,10 @@
  *    drives on every frame, so acks and retransmissions continue, until a
  *    thread polls again (the first frame after that hands the device back).
  *
- * The tick runs every millisecond while threads come and go or nobody looks;
+ * The tick runs every millisecond while nobody looks or posts are held
+ * back, and doubles up to 4 ms while threads come and go and one of them is
+ * inside a wait at each look (a process per connection at a few hundred
+ * requests a second paid a wake-up per request at 1 ms);
  * while they stay asleep in their own waits (or this thread watches the
  * device) it doubles up to 100 ms (an idle process wakes ten times a second),
  * and the next thread that leaves a wait pulls it back with one kick
@@ -62,6 +65,7 @@ struct emp_progress {
 
 #define TICK_MIN 0.001
 #define TICK_MAX 0.1
+#define TICK_BUSY 0.004         /* threads come and go, one inside a wait at each look */
 #define NEAR_NS 500000ull       /* short deadlines nearer than this get the precise timerfd */
 #define BACKOFF_MIN_NS 50000ull  /* first look again after the engine was held */
 #define BACKOFF_MAX_NS 1000000ull
@@ -122,8 +126,8 @@ static void rearm(struct emp_progress *pg, uint64_t now)
 	ev_timer_stop(pg->loop, &pg->tm);
 	if (dl != UINT64_MAX && dl < pg->backoff_until)
 		dl = pg->backoff_until;           /* the engine's holder runs the timers it finds due */
-	if (dl != UINT64_MAX && others_look(ep, now) && dl < now + EMP__TAKEOVER_NS)
-		dl = now + EMP__TAKEOVER_NS;      /* the polling threads run the near timers */
+	if (others_look(ep, now))
+		dl = UINT64_MAX;                  /* the threads that look run the timers as they drive; the tick looks after them */
 	if (dl != UINT64_MAX) {
 		double after = dl > now ? (double)(dl - now) / 1e9 : 0.0;
 		ev_timer_set(&pg->tm, after > TICK_MAX ? TICK_MAX : after, 0.0);
@@ -182,9 +186,18 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct emp_progress *pg = w->data;
 	struct emp_endpoint *ep = pg->ep;
 	unsigned exits = __atomic_load_n(&ep->exits, __ATOMIC_RELAXED);
-	if (exits != pg->exits_seen || __atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) || pg->held) {
+	if (__atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) || pg->held) {
 		pg->exits_seen = exits;
-		pg->tick_s = TICK_MIN;          /* threads come and go: stay near */
+		pg->tick_s = TICK_MIN;          /* posts held back: sent from here if they stay */
+	} else if (exits != pg->exits_seen) {
+		pg->exits_seen = exits;
+		/* threads come and go, and drive the engine as they do: while one
+		 * of them is inside a wait at every look, look less often (a
+		 * thread that left to compute is taken over at most TICK_BUSY
+		 * late), with no kick at its exit; else stay near */
+		pg->tick_s = polling(ep) > 0 ? 2 * pg->tick_s : TICK_MIN;
+		if (pg->tick_s > TICK_BUSY)
+			pg->tick_s = TICK_BUSY;
 	} else if (!polling(ep) && !pg->watching) {
 		pg->tick_s = TICK_MIN;          /* nobody looks yet: the next tick takes over */
 	} else if (pg->tick_s < TICK_MAX) {
@@ -194,7 +207,7 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		if (pg->tick_s > 4 * TICK_MIN)
 			__atomic_store_n(&pg->deep, 1, __ATOMIC_SEQ_CST);
 	}
-	step(pg, 0);
+	step(pg, 1);                        /* a deadline long past is ours (step: late) */
 	ev_timer_stop(loop, &pg->tick);
 	ev_timer_set(&pg->tick, pg->tick_s, 0.0);
 	ev_timer_start(loop, &pg->tick);
