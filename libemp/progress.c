@@ -66,6 +66,7 @@ struct emp_progress {
 #define TICK_MIN 0.001
 #define TICK_MAX 0.1
 #define TICK_BUSY 0.004         /* threads come and go, one inside a wait at each look */
+#define BUSY_SLACK_NS 4000000ull /* engine timers while other threads look: at most this late */
 #define NEAR_NS 500000ull       /* short deadlines nearer than this get the precise timerfd */
 #define BACKOFF_MIN_NS 50000ull  /* first look again after the engine was held */
 #define BACKOFF_MAX_NS 1000000ull
@@ -126,8 +127,11 @@ static void rearm(struct emp_progress *pg, uint64_t now)
 	ev_timer_stop(pg->loop, &pg->tm);
 	if (dl != UINT64_MAX && dl < pg->backoff_until)
 		dl = pg->backoff_until;           /* the engine's holder runs the timers it finds due */
-	if (others_look(ep, now))
-		dl = UINT64_MAX;                  /* the threads that look run the timers as they drive; the tick looks after them */
+	/* the threads that look run the timers as they drive, but a thread
+	 * asleep in its wait does not wake for them: ours then, with slack
+	 * (a deadline that an ack moves meanwhile costs no wake-up each time) */
+	if (dl != UINT64_MAX && others_look(ep, now) && dl < now + BUSY_SLACK_NS)
+		dl = now + BUSY_SLACK_NS;
 	if (dl != UINT64_MAX) {
 		double after = dl > now ? (double)(dl - now) / 1e9 : 0.0;
 		ev_timer_set(&pg->tm, after > TICK_MAX ? TICK_MAX : after, 0.0);
