@@ -21,16 +21,55 @@
  * small host; a yield that comes back at once (nobody else wanted the CPU)
  * doubles the interval up to EMP__YIELD_MAX_NS, a slow one resets it: a
  * spinner alone on its CPU makes no system calls, one sharing it gives way
- * every microsecond.
+ * every microsecond. With more threads runnable than CPUs nobody spins
+ * (crowded).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <sys/eventfd.h>
 #include "sys.h"
 #include "internal.h"
 
 static __thread uint64_t spin_budget;               /* adaptive spin, ns; 0: not yet set */
+
+/* More threads runnable than there are CPUs (the kernel's count, the fourth
+ * field of /proc/loadavg, "running/total"), looked at by one thread at most
+ * every CROWD_NS: then a waiter does not spin, it sleeps at once. A spinner
+ * there takes the CPU a runnable thread (often the one it waits for) needs:
+ * PostgreSQL, a process per connection, under pgbench -c 10 on 2 vCPUs spent
+ * 40 % more CPU per transaction spinning. Anything unreadable: not crowded. */
+#define CROWD_NS 10000000ull
+static uint64_t crowd_at;
+static int crowd_now, ncpu;
+
+static int crowded(void)
+{
+	uint64_t now = emp_now_ns();           /* real time, also under a virtual clock */
+	uint64_t at = __atomic_load_n(&crowd_at, __ATOMIC_RELAXED);
+	if (now - at < CROWD_NS || !__atomic_compare_exchange_n(&crowd_at, &at, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return __atomic_load_n(&crowd_now, __ATOMIC_RELAXED);
+	if (!ncpu) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		ncpu = n > 0 && n < 1 << 20 ? (int)n : 1;
+	}
+	char b[128];
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC), c = 0;
+	if (fd >= 0) {
+		ssize_t n = emp__sys_read(fd, b, sizeof b - 1);
+		emp__sys_close(fd);
+		b[n > 0 ? n : 0] = 0;
+		int running = 0, total = 0;
+		double l1, l5, l15;
+		if (n > 0 && sscanf(b, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5)
+			c = running > ncpu;
+	}
+	__atomic_store_n(&crowd_now, c, __ATOMIC_RELAXED);
+	return c;
+}
 static __thread uint64_t yield_every = EMP__YIELD_NS;
 static __thread int defer_on;
 
@@ -96,7 +135,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 	int rc = UNDECIDED;
 	if (!spin_budget)
 		spin_budget = ep->spin_ns;
-	uint64_t budget = ep->spin_ns ? spin_budget : 0;
+	uint64_t budget = ep->spin_ns && !crowded() ? spin_budget : 0;
 	if (budget) {
 		uint64_t spin_end = t0 + budget, yielded = t0;
 		__atomic_add_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);

@@ -1,6 +1,8 @@
 /* test_libemp.c: the host API with real threads and real time: progress thread, wait/wait-any/timeouts, hooks, open errors. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -411,7 +413,66 @@ static void t_wait_for_last_look(void)
 	pair_close(&p);
 }
 
+/* More runnable threads than CPUs: a waiter sleeps at once instead of
+ * spinning (wait.c crowded): done() is never asked from inside a spin */
+struct crowd { atomic_int stop; };
+static void *hog(void *arg)
+{
+	struct crowd *c = arg;
+	while (!atomic_load_explicit(&c->stop, memory_order_relaxed))
+		;
+	return NULL;
+}
+static int cr_calls, cr_spun;
+static int cr_done(void *arg)
+{
+	struct emp_endpoint *ep = arg;
+	cr_calls++;
+	cr_spun += __atomic_load_n(&ep->spinners, __ATOMIC_SEQ_CST) > 0;   /* asked from inside a spin */
+	return 0;
+}
+static int cr_sleep(void *arg, int64_t ns) { (void)arg; (void)ns; usleep(500); return 0; }
+
+static int running_now(void)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	int r = 0, t = 0;
+	double a, b, c;
+	if (f && fscanf(f, "%lf %lf %lf %d/%d", &a, &b, &c, &r, &t) != 5)
+		r = 0;
+	if (f)
+		fclose(f);
+	return r;
+}
+
+static void t_wait_crowded(void)
+{
+	struct pair p;
+	pair_open(&p, 0);
+	p.ep[1]->spin_ns = 2000000;       /* 2 ms of spin if it spun */
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	enum { MAXH = 64 };
+	int nh = (int)(2 * ncpu + 2 < MAXH ? 2 * ncpu + 2 : MAXH);
+	pthread_t th[MAXH];
+	struct crowd c = { 0 };
+	for (int i = 0; i < nh; i++)
+		CHECK_EQ(pthread_create(&th[i], NULL, hog, &c), 0);
+	usleep(30000);                    /* the last look at the count is older than 10 ms */
+	int running = running_now();
+	CHECK_MSG(running > ncpu, "%d hogs: %d threads running on %ld CPUs", nh, running, ncpu);
+	cr_calls = cr_spun = 0;
+	struct emp_waitfor wf = { .done = cr_done, .sleep = cr_sleep, .arg = p.ep[1], .timeout_ns = 3000000 };
+	int rc = emp_wait_for(p.ep[1], &wf);
+	atomic_store(&c.stop, 1);
+	for (int i = 0; i < nh; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ(rc, 0);
+	CHECK_MSG(cr_calls > 0 && cr_spun == 0, "crowded: done() asked %d times, %d of them from a spin", cr_calls, cr_spun);
+	pair_close(&p);
+}
+
 static const struct emp_test tests[] = {
+	{ "libemp_wait_crowded", t_wait_crowded, 20 },
 	{ "libemp_wait_for_last_look", t_wait_for_last_look, 20 },
 	{ "libemp_progress_thread", t_progress_thread, 20 },
 	{ "libemp_progress_engine_held", t_progress_engine_held, 20 },
