@@ -38,7 +38,8 @@ static __thread uint64_t spin_budget;               /* adaptive spin, ns; 0: not
 
 /* More threads runnable than there are CPUs (the kernel's count, the fourth
  * field of /proc/loadavg, "running/total"), looked at by one thread at most
- * every CROWD_NS: then a waiter does not spin, it sleeps at once. A spinner
+ * every CROWD_NS: then a waiter does not spin, it sleeps at once (one thread
+ * over the CPUs is allowed: the peer a spinner waits for). A spinner
  * there takes the CPU a runnable thread (often the one it waits for) needs:
  * PostgreSQL, a process per connection, under pgbench -c 10 on 2 vCPUs spent
  * 40 % more CPU per transaction spinning. Anything unreadable: not crowded. */
@@ -65,7 +66,7 @@ static int crowded(void)
 		int running = 0, total = 0;
 		double l1, l5, l15;
 		if (n > 0 && sscanf(b, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5)
-			c = running > ncpu;
+			c = running > ncpu + 1;   /* one more than the CPUs: the peer a spinner waits for */
 	}
 	__atomic_store_n(&crowd_now, c, __ATOMIC_RELAXED);
 	return c;
