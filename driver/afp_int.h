@@ -40,6 +40,7 @@ struct afp {
 	unsigned held;          /* slots between tail and head */
 	uint8_t *skip;          /* slot consumed by rx_burst but not returned */
 	uint64_t truncated, oversize;
+	uint64_t kdrops;        /* the kernel's tp_drops of fd, summed (reading resets them) */
 	/* transmit ring (afp_txring.c), built off the critical path */
 	int want_txring;        /* EMP_AFP_TX: build it */
 	int qdisc_bypass;

@@ -447,6 +447,21 @@ static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
 	return emp__afp_lazy_rx(a, f, max);
 }
 
+/* frames the kernel dropped at our socket (its buffer, later its ring, was
+ * full: PACKET_STATISTICS, which resets what it reports) and those the pool
+ * had no room for at the ring switch; the helper socket of the switch is
+ * not asked (it lives for a moment) */
+static uint64_t afp_rx_dropped(void *priv)
+{
+	struct afp *a = priv;
+	struct tpacket_stats_v3 st;
+	socklen_t len = sizeof(st);
+	memset(&st, 0, sizeof(st));
+	if (emp__sys_getsockopt(a->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+		a->kdrops += st.tp_drops;
+	return a->kdrops + __atomic_load_n(&a->switch_left, __ATOMIC_RELAXED);
+}
+
 static int afp_rx_pending(void *priv)
 {
 	const struct afp *a = priv;
@@ -499,6 +514,7 @@ const struct emp_driver_ops emp__afpacket_ops = {
 	.rx_burst = afp_rx_burst,
 	.rx_release = afp_rx_release,
 	.rx_pending = afp_rx_pending,
+	.rx_dropped = afp_rx_dropped,
 	.wait_fd = afp_wait_fd,
 	.mac = afp_mac,
 	.mtu = afp_mtu,

@@ -65,6 +65,10 @@ struct emp_driver_ops {
 	 * wire's delayed frames), UINT64_MAX none; a sleeping engine bounds its
 	 * sleep by it */
 	uint64_t (*next_event)(void *priv);
+	/* optional: frames the device dropped before rx_burst could return them
+	 * (a full ring or socket buffer), counted since open; may cost a system
+	 * call: the engine asks at most every EMP_DEV_DROPS_NS */
+	uint64_t (*rx_dropped)(void *priv);
 	void (*mac)(void *priv, uint8_t mac[6]);
 	unsigned (*mtu)(void *priv);
 };

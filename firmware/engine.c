@@ -12,7 +12,7 @@ const char *const emp__drop_names[EMP_DROP_MAX] = {
 	[EMP_DROP_UNKNOWN_MSG] = "unknown_msg", [EMP_DROP_NO_PEER_SLOT] = "no_peer_slot",
 	[EMP_DROP_TX_FULL] = "tx_full", [EMP_DROP_ORDER] = "order",
 	[EMP_DROP_DST_MAC] = "dst_mac", [EMP_DROP_EXPIRED] = "expired",
-	[EMP_DROP_AUTH] = "auth",
+	[EMP_DROP_AUTH] = "auth", [EMP_DROP_DEVICE] = "device",
 };
 
 void emp__fw_config_defaults(struct emp_fw_config *c)
@@ -263,6 +263,19 @@ static void owed_acks(struct emp_fw *fw)
 	} while (p != NIL && p != fw->alist && fw->acks_owed);
 }
 
+/* Frames the device dropped before we saw them (its ring was full: the
+ * application did not come back to drive for a while) count as drops of
+ * their own; asked at most every EMP_DEV_DROPS_NS (it may be a system call). */
+static void device_drops(struct emp_fw *fw, uint64_t now)
+{
+	fw->dev_drops_at = now;
+	uint64_t d = fw->ops->rx_dropped(fw->dev);
+	if (d > fw->dev_drops_seen) {
+		fw->ctr.drops[EMP_DROP_DEVICE] += d - fw->dev_drops_seen;
+		fw->dev_drops_seen = d;
+	}
+}
+
 /* ---- the poll loop body ---- */
 int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 {
@@ -284,6 +297,8 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 		drained = n < RXB_MAX;
 	}
 	fw->rx_more = !drained;          /* busy: call again at once */
+	if (fw->ops->rx_dropped && now - fw->dev_drops_at >= EMP_DEV_DROPS_NS)
+		device_drops(fw, now);
 	if (fw->acks_owed && drained)
 		owed_acks(fw);
 	if (now >= fw->next_deadline)

@@ -129,6 +129,7 @@ enum emp_drop_reason {
 	EMP_DROP_DST_MAC,          /* destination MAC not ours: broadcast, multicast or another host's */
 	EMP_DROP_EXPIRED,          /* a frame of a message whose receive was given up (expire.c) */
 	EMP_DROP_AUTH,             /* auth on: no tag, or a tag that does not verify (auth.c) */
+	EMP_DROP_DEVICE,           /* dropped by the device before the engine saw them (a full ring) */
 	EMP_DROP_MAX
 };
 extern const char *const emp__drop_names[EMP_DROP_MAX];

@@ -136,6 +136,7 @@ struct emp_fw {
 	int32_t alist;              /* first active peer, circular via anext */
 	uint64_t next_deadline;
 	uint64_t next_fine;          /* earliest of the short timers only (delayed and held acks) */
+	uint64_t dev_drops_at, dev_drops_seen;   /* the device's drop count: last asked, last seen */
 	int pending_tx, rx_more, in_poll, completed, hold_ok;
 	uint64_t hold_ns;            /* a hold started now lasts this long (0: cfg.ack_hold_ns) */
 	uint64_t now;

@@ -177,6 +177,7 @@ enum emp_frame_flags {
 #define EMP_DEF_RTO_MAX_NS     200000000ull /* backoff cap: 200 ms */
 #define EMP_DEF_RETRIES        24     /* return-to-sender after this many (about 4 s) */
 #define EMP_DEF_ACK_DELAY_NS   50000ull     /* delayed ack for a partial collection */
+#define EMP_DEV_DROPS_NS       100000000ull /* the device's drop count asked at most every 100 ms */
 #define EMP_DEF_WINDOW         64     /* frames in flight per message */
 #define EMP_DEF_PEER_WINDOW    512    /* frames in flight per receiver */
 #define EMP_DEF_PEER_MSGS      64     /* messages in flight per receiver (<= EMP_MATCH_BITS) */

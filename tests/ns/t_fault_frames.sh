@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_fault_frames: hostile input on a real wire: unknown MACs and malformed frames are dropped and counted by reason; the engine keeps serving.
+# t_fault_frames: hostile input on a real wire: unknown MACs and malformed frames are dropped and counted by reason; the engine keeps serving; frames the kernel dropped at a stopped receiver's full socket are counted (drop device).
 # timeout: 60
 . "$(dirname "$0")/lib.sh"
 cluster_up
@@ -29,3 +29,14 @@ expect "unknown type counted ($(count type))" [ "$(count type)" -ge 20 ]
 expect "impossible index counted ($(count bad_index))" [ "$(count bad_index)" -ge 20 ]
 expect "impossible length counted ($(count bad_len))" [ "$(count bad_len)" -ge 20 ]
 expect "forged ack counted ($(count unknown_msg))" [ "$(count unknown_msg)" -ge 20 ]
+# a receiver that does not run (stopped) while frames keep coming: its socket overflows; the
+# frames the kernel dropped there are counted (drop device), and the engine serves afterwards
+bg 2 "$T/srv2" env EMP_TOOL_COUNTERS=1 "$BIN/emp-pingpong" -s --once
+sleep 0.3
+kill -STOP "${PIDS[-1]}"
+on 1 $INJ "$M1" 30000 ack
+kill -CONT "${PIDS[-1]}"
+on 1 "$BIN/emp-pingpong" -c h2 -m 4 -n 100 > "$T/cli2" || fail "ping-pong after the overflow"
+wait "${PIDS[-1]}" || fail "second server exited with an error"
+count2() { awk -v r="$1" '$2 == "drop" && $3 == r { print $4 }' "$T/srv2"; }
+expect "frames the device dropped counted ($(count2 device))" [ "$(count2 device)" -ge 1 ]
