@@ -68,6 +68,17 @@ static int64_t bound_by_engine(struct emp_endpoint *ep, int64_t ns, uint64_t now
 	return ns;
 }
 
+/* A bulk stream's acks wait in the engine for company while this thread
+ * sleeps (emp__drive_nap), but no longer than they may: the sleep ends then. */
+static int64_t bound_by_acks(struct emp_endpoint *ep, int64_t ns, uint64_t now)
+{
+	uint64_t dl = emp__fw_bulk_deadline(ep->fw);   /* a racy read: an early wake at worst */
+	if (!dl)
+		return ns;
+	int64_t d = dl > now ? (int64_t)(dl - now) : 0;
+	return ns < 0 || d < ns ? d : ns;
+}
+
 void emp__looked(struct emp_endpoint *ep, uint64_t now)
 {
 	__atomic_store_n(&ep->last_exit_ns, now, __ATOMIC_RELAXED);
@@ -76,6 +87,36 @@ void emp__looked(struct emp_endpoint *ep, uint64_t now)
 }
 
 #define left emp__looked
+
+#define UNDECIDED 0x7fffffff
+#define EMP__NOSLEEP_NS 20000ull   /* a sleep that ended sooner found frames waiting: no sleep */
+
+/* Spin from t for budget ns (up to end): 1 done, 0 timed out, else UNDECIDED. */
+static int spin(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t t, uint64_t budget, uint64_t end)
+{
+	int rc = UNDECIDED;
+	uint64_t spin_end = t + budget, yielded = t, now;
+	__atomic_add_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
+	for (unsigned i = 1;; i++) {
+		emp__drive_spin(ep);
+		if (w->done(w->arg)) {
+			rc = 1;
+			break;
+		}
+		if (i & 7)
+			continue;
+		now = emp__now(ep);   /* every 8 turns: a clock read costs more than a turn */
+		if (now >= end) {
+			rc = 0;
+			break;
+		}
+		if (now >= spin_end)
+			break;
+		spin_yield(ep, &now, &yielded);
+	}
+	__atomic_sub_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
+	return rc;
+}
 
 int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 {
@@ -92,52 +133,33 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		left(ep, now);
 		return 0;
 	}
-#define UNDECIDED 0x7fffffff
 	int rc = UNDECIDED;
 	if (!spin_budget)
 		spin_budget = ep->spin_ns;
 	uint64_t budget = ep->spin_ns ? spin_budget : 0;
-	if (budget) {
-		uint64_t spin_end = t0 + budget, yielded = t0;
-		__atomic_add_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
-		for (unsigned i = 1;; i++) {
-			emp__drive_spin(ep);
-			if (w->done(w->arg)) {
-				rc = 1;
-				break;
-			}
-			if (i & 7)
-				continue;
-			now = emp__now(ep);   /* every 8 turns: a clock read costs more than a turn */
-			if (now >= end) {
-				rc = 0;
-				break;
-			}
-			if (now >= spin_end)
-				break;
-			spin_yield(ep, &now, &yielded);
-		}
-		__atomic_sub_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
-	}
+	if (budget)
+		rc = spin(ep, w, t0, budget, end);
 	while (rc == UNDECIDED) {
+		uint64_t slept = UINT64_MAX;
 		__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 		if (w->arm)
 			w->arm(w->arg);
-		emp__drive_sleep(ep);           /* after arming: nothing slips between look and sleep */
+		emp__drive_nap(ep);             /* after arming: nothing slips between look and sleep */
 		int r = 0;
 		if (w->done(w->arg)) {
 			rc = 1;
 		} else {
 			now = emp__now(ep);
 			int64_t ns = end == UINT64_MAX ? -1 : end > now ? (int64_t)(end - now) : 0;
-			r = w->sleep(w->arg, bound_by_engine(ep, ns, now));
+			r = w->sleep(w->arg, bound_by_acks(ep, bound_by_engine(ep, ns, now), now));
+			slept = emp__now(ep) - now;
 		}
 		if (w->disarm)
 			w->disarm(w->arg);
 		__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 		if (rc == 1)
 			break;
-		emp__drive(ep);
+		emp__drive_nap(ep);
 		now = emp__now(ep);
 		if (w->done(w->arg))
 			rc = 1;
@@ -147,6 +169,8 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 			rc = r;
 		else if (now >= end)
 			rc = 0;
+		else if (budget && slept < EMP__NOSLEEP_NS)
+			rc = spin(ep, w, now, budget, end);   /* frames were waiting: they flow; a sleep each costs a call */
 	}
 	now = emp__now(ep);
 	uint64_t took = now - t0, hi = 8 * ep->spin_ns;
