@@ -169,8 +169,8 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 			rc = r;
 		else if (now >= end)
 			rc = 0;
-		else if (budget && slept < EMP__NOSLEEP_NS)
-			rc = spin(ep, w, now, budget, end);   /* frames were waiting: they flow; a sleep each costs a call */
+		else if (ep->spin_ns && slept < EMP__NOSLEEP_NS)
+			rc = spin(ep, w, now, ep->spin_ns, end);   /* frames were waiting: they flow; a sleep each costs a call */
 	}
 	now = emp__now(ep);
 	uint64_t took = now - t0, hi = 8 * ep->spin_ns;
@@ -210,6 +210,7 @@ struct reqwait {
 	struct emp_endpoint *ep;
 	emp_req_t **reqs;
 	int n;
+	int woken;                  /* a sleep saw our eventfd readable */
 	struct emp_waiter w;
 };
 
@@ -244,9 +245,13 @@ static void rw_disarm(void *arg)
 		*pp = a->w.next;
 	__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&ep->wait_mu);
+	/* drained only when a sleep saw it written: a write that came after
+	 * (or without a sleep) makes the next sleep return at once, which
+	 * drains it then; not one read per sleep */
 	uint64_t v;
-	if (a->w.efd >= 0 && emp__sys_read(a->w.efd, &v, sizeof(v)) < 0)
+	if (a->woken && a->w.efd >= 0 && emp__sys_read(a->w.efd, &v, sizeof(v)) < 0)
 		v = 0;
+	a->woken = 0;
 }
 
 /* Frames or our eventfd. The device may report an error instead of frames
@@ -258,16 +263,19 @@ static int rw_sleep(void *arg, int64_t ns)
 	struct pollfd p[2] = { { a->ep->dev_fd, POLLIN, 0 }, { a->w.efd, POLLIN, 0 } };
 	if (emp__sys_ppoll(p, 2, ns, NULL) < 0 && errno == EINTR)
 		return 0;                        /* emp_wait does not fail with EINTR */
+	if (p[1].revents)
+		a->woken = 1;
 	if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
 		emp_wait_fd_error(a->ep);
-		emp__sys_ppoll(&p[1], 1, ns >= 0 && ns < 100000000 ? ns : 100000000, NULL);
+		if (emp__sys_ppoll(&p[1], 1, ns >= 0 && ns < 100000000 ? ns : 100000000, NULL) > 0)
+			a->woken = 1;
 	}
 	return 0;
 }
 
 static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns)
 {
-	struct reqwait a = { ep, reqs, n, { -1, NULL } };
+	struct reqwait a = { ep, reqs, n, 0, { -1, NULL } };
 	struct emp_waitfor w = { .done = rw_done, .arm = rw_arm, .sleep = rw_sleep, .disarm = rw_disarm,
 				 .arg = &a, .timeout_ns = timeout_ns };
 	emp_wait_for(ep, &w);
