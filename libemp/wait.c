@@ -34,19 +34,22 @@ static __thread uint64_t spin_budget;               /* adaptive spin, ns; 0: not
 static __thread uint64_t yield_every = EMP__YIELD_NS;
 static __thread int defer_on;
 
-static void spin_yield(struct emp_endpoint *ep, uint64_t *now, uint64_t *yielded)
+/* 1 if the yield found others wanting the CPU */
+static int spin_yield(struct emp_endpoint *ep, uint64_t *now, uint64_t *yielded)
 {
 	if (*now - *yielded < yield_every)
-		return;
+		return 0;
 	sched_yield();
 	uint64_t after = emp__now(ep);
-	if (after - *now < 3000) {
+	int busy = after - *now >= 3000;
+	if (!busy) {
 		if (yield_every < EMP__YIELD_MAX_NS)
 			yield_every *= 2;
 	} else {
 		yield_every = EMP__YIELD_NS;
 	}
 	*now = *yielded = after;
+	return busy;
 }
 
 /* the sleep bound when nobody else keeps the timers */
@@ -91,8 +94,10 @@ void emp__looked(struct emp_endpoint *ep, uint64_t now)
 #define UNDECIDED 0x7fffffff
 #define EMP__NOSLEEP_NS 20000ull   /* a sleep that ended sooner found frames waiting: no sleep */
 
-/* Spin from t for budget ns (up to end): 1 done, 0 timed out, else UNDECIDED. */
-static int spin(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t t, uint64_t budget, uint64_t end)
+/* Spin from t for budget ns (up to end): 1 done, 0 timed out, else UNDECIDED.
+ * polite: stop when a yield finds others wanting the CPU (sleep instead). */
+static int spin(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t t, uint64_t budget, uint64_t end,
+		int polite)
 {
 	int rc = UNDECIDED;
 	uint64_t spin_end = t + budget, yielded = t, now;
@@ -112,7 +117,8 @@ static int spin(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t t
 		}
 		if (now >= spin_end)
 			break;
-		spin_yield(ep, &now, &yielded);
+		if (spin_yield(ep, &now, &yielded) && polite)
+			break;
 	}
 	__atomic_sub_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
 	return rc;
@@ -138,7 +144,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		spin_budget = ep->spin_ns;
 	uint64_t budget = ep->spin_ns ? spin_budget : 0;
 	if (budget)
-		rc = spin(ep, w, t0, budget, end);
+		rc = spin(ep, w, t0, budget, end, 0);
 	while (rc == UNDECIDED) {
 		uint64_t slept = UINT64_MAX;
 		__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
@@ -170,7 +176,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		else if (now >= end)
 			rc = 0;
 		else if (ep->spin_ns && slept < EMP__NOSLEEP_NS)
-			rc = spin(ep, w, now, ep->spin_ns, end);   /* frames were waiting: they flow; a sleep each costs a call */
+			rc = spin(ep, w, now, ep->spin_ns, end, 1);   /* frames were waiting: they flow; a sleep each costs a call */
 	}
 	now = emp__now(ep);
 	uint64_t took = now - t0, hi = 8 * ep->spin_ns;
