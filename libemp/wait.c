@@ -17,6 +17,12 @@
  * than that (the application is idle) halves it, down to spin_us / 64, so an
  * idle thread burns next to no CPU.
  *
+ * A sleep that ends at once (frames were already waiting: a stream is
+ * flowing) is followed by another spin of spin_us rather than by one sleep
+ * per frame batch; that spin stops at the first yield that finds the CPU
+ * wanted. A bulk stream's acks may wait in the engine while the thread
+ * sleeps (emp__drive_nap): the sleep ends when they are due.
+ *
  * Spinning threads yield the CPU now and then, for a peer that shares it on a
  * small host; a yield that comes back at once (nobody else wanted the CPU)
  * doubles the interval up to EMP__YIELD_MAX_NS, a slow one resets it: a
