@@ -453,6 +453,7 @@ static int sim_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 	struct emp_sim_wire *w = p->w;
 	uint64_t now = w->clock(w->clock_arg);
 	pthread_mutex_lock(&w->mu);
+	w->st.bursts++;
 	for (unsigned i = 0; i < n; i++) {
 		uint32_t len = txf_len(&f[i]);
 		if (len < EMP_ETH_HLEN || len > p->mtu + EMP_ETH_HLEN) {

@@ -23,6 +23,7 @@ struct emp_sim_faults {
 struct emp_sim_stats {
 	uint64_t sent, delivered, lost, reordered, duplicated, corrupted, overflow, no_port;
 	uint64_t oversize;        /* refused by tx: longer than mtu + 14 (or shorter than 14) */
+	uint64_t bursts;          /* tx_burst calls (a real device's system calls) */
 };
 
 int  emp_sim_wire_create(struct emp_sim_wire **w, const struct emp_sim_faults *f,

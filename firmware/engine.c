@@ -315,6 +315,16 @@ void emp__fw_set_hold(struct emp_fw *fw, int ok, uint64_t hold_ns)
 	fw->hold_ns = hold_ns;
 }
 
+void emp__fw_set_bulk_hold(struct emp_fw *fw, int ok)
+{
+	fw->bulk_ok = ok;
+}
+
+uint64_t emp__fw_bulk_deadline(const struct emp_fw *fw)
+{
+	return fw->bulk_until;
+}
+
 void emp__fw_flush(struct emp_fw *fw)
 {
 	emp__tx_flush(fw);

@@ -150,6 +150,7 @@ struct emp_counters {
 	uint64_t replies_limited;   /* STALE / HELLO_ACK replies not sent: over the rate limit */
 	uint64_t peers_reclaimed;    /* idle or dead peers whose slot went to another */
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */
+	uint64_t acks_merged;        /* bulk acks replaced, before they left, by a later one of the same message */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
 	uint64_t drops_total;
@@ -188,6 +189,12 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now);
  * thread will be back sooner: an event loop whose replies leave at its next
  * wait), else cfg.ack_hold_ns. */
 void emp__fw_set_hold(struct emp_fw *fw, int ok, uint64_t hold_ns);
+/* Whether a bulk stream's acks may wait for company (EMP_BULK_HOLD_NS at
+ * most; they also do while ok is set above): the host allows it while its
+ * thread polls again at once or sleeps no longer than emp__fw_bulk_deadline. */
+void emp__fw_set_bulk_hold(struct emp_fw *fw, int ok);
+/* When the acks held that way must leave, 0 if none are held. */
+uint64_t emp__fw_bulk_deadline(const struct emp_fw *fw);
 /* Send every frame the engine holds back (before closing). */
 void emp__fw_flush(struct emp_fw *fw);
 /* Earliest time emp__fw_timers has work, UINT64_MAX if none. */

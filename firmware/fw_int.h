@@ -10,6 +10,8 @@
 #define NIL (-1)
 #define TXB_MAX 256                 /* frames per tx batch: one system call (sendmmsg) each */
 #define RXB_MAX 32                  /* frames per rx burst */
+#define EMP_BULK_HOLD_NS 200000ull  /* a bulk stream's acks wait at most this long for company (send.c) */
+#define EMP_BULK_HOLD_MAX 8         /* ... and leave when this many wait */
 #define HDRBUF 80                   /* room for Ethernet + EMP headers (+ a piggybacked ack) */
 /* A peer that no host layer holds, with nothing in flight, may be reclaimed
  * for another once this long has passed without a frame either way. Our own
@@ -137,7 +139,7 @@ struct emp_fw {
 	uint64_t next_deadline;
 	uint64_t next_fine;          /* earliest of the short timers only (delayed and held acks) */
 	uint64_t dev_drops_at, dev_drops_seen;   /* the device's drop count: last asked, last seen */
-	int pending_tx, rx_more, in_poll, completed, hold_ok;
+	int pending_tx, rx_more, in_poll, completed, hold_ok, bulk_ok;
 	uint64_t hold_ns;            /* a hold started now lasts this long (0: cfg.ack_hold_ns) */
 	uint64_t now;
 	/* tx batch */
@@ -145,7 +147,8 @@ struct emp_fw {
 	unsigned tx_holdable;        /* frames in the batch that may wait for company */
 	uint64_t tx_hold_until;     /* 0: not holding */
 	struct emp_txframe txf[TXB_MAX];
-	struct { int32_t rec, peer; uint32_t frame; uint8_t held_ack, dead; uint64_t since; } txmeta[TXB_MAX];   /* since: a held ack's hold began */
+	struct { int32_t rec, peer; uint32_t frame; uint8_t held_ack, dead, bulk_ack; uint64_t since; } txmeta[TXB_MAX];   /* since: a held ack's hold began */
+	uint64_t bulk_until;        /* 0, or until when the batch's bulk acks may wait (send.c) */
 	uint8_t txhdr[TXB_MAX][HDRBUF];
 	struct { uint8_t b[HDRBUF]; uint32_t len; int32_t peer; uint64_t since; uint8_t key[16]; } keep[TXB_MAX];   /* acks kept for the next batch (send.c) */
 	uint8_t *bounce;            /* [TXB_MAX][mtu] for frames with too many pieces */
@@ -230,6 +233,7 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 		      uint16_t session, uint32_t body_len);
 void emp__tx_flush(struct emp_fw *fw);
 void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now);
+void emp__tx_bulk_ack(struct emp_fw *fw, uint32_t msg_id, uint64_t now);
 /* send.c: a posted send joins its peer's queue (or the one-frame lane) */
 void emp__send_enqueue(struct emp_fw *fw, int32_t p, int32_t r);
 void emp__tx_pump(struct emp_fw *fw, uint64_t now);

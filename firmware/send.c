@@ -35,7 +35,7 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 	fw->txmeta[i].rec = NIL;
 	fw->txmeta[i].peer = p;
 	fw->txmeta[i].frame = 0;
-	fw->txmeta[i].held_ack = fw->txmeta[i].dead = 0;
+	fw->txmeta[i].held_ack = fw->txmeta[i].dead = fw->txmeta[i].bulk_ack = 0;
 	if (fw->cfg.auth)
 		emp__auth_tx_key(fw, i, pe, type);
 	if (type == EMP_T_ACK) {
@@ -392,6 +392,66 @@ static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
 	fw->tx_hold_until = k ? until : 0;
 }
 
+/* The ack just put last in the batch (a plain one, of a bulk message) may
+ * wait for company (bulk_hold); an earlier one of the same message still in
+ * the batch says less than it (cumulative count, selective bitmap) and goes
+ * no further. */
+void emp__tx_bulk_ack(struct emp_fw *fw, uint32_t msg_id, uint64_t now)
+{
+	unsigned last = fw->txn - 1;
+	int32_t p = fw->txmeta[last].peer;
+	fw->txmeta[last].bulk_ack = 1;
+	fw->txmeta[last].since = now;
+	for (unsigned i = 0; i < last; i++) {
+		if (!fw->txmeta[i].bulk_ack || fw->txmeta[i].dead || fw->txmeta[i].peer != p ||
+		    get32(fw->txf[i].hdr + EMP_ETH_HLEN + EMP_C_MSG_ID) != msg_id)
+			continue;
+		fw->txmeta[i].dead = 1;
+		fw->txmeta[last].since = fw->txmeta[i].since;   /* the oldest news sets the bound */
+		fw->ctr.tx_acks--;
+		fw->ctr.acks_merged++;
+	}
+}
+
+/* A bulk stream's receiver that polls again at once (a thread spins in the
+ * engine: hold_ok) keeps a batch of nothing but acks (its bulk acks, and
+ * completion acks that may wait anyway) for up to EMP_BULK_HOLD_NS or a
+ * quarter of the retransmit timeout, and EMP_BULK_HOLD_MAX acks: one system
+ * call carries several, and a later ack of the same message replaces an
+ * earlier one (emp__tx_bulk_ack). So does one about to sleep no longer than
+ * until they are due (bulk_ok, emp__fw_bulk_deadline); others flush. */
+static int bulk_hold(struct emp_fw *fw, uint64_t now)
+{
+	unsigned bulk = 0;
+	uint64_t oldest = UINT64_MAX, bound = UINT64_MAX;
+	for (unsigned i = 0; i < fw->txn; i++) {
+		if (fw->txmeta[i].dead)
+			continue;
+		if (!fw->txmeta[i].bulk_ack && !fw->txmeta[i].held_ack)
+			return 0;
+		if (!fw->txmeta[i].bulk_ack)
+			continue;
+		const struct peer *pe = &fw->peer[fw->txmeta[i].peer];
+		uint64_t rto = pe->rto ? pe->rto : fw->cfg.rto_ns;
+		if (rto / 4 < bound)
+			bound = rto / 4;
+		if (fw->txmeta[i].since < oldest)
+			oldest = fw->txmeta[i].since;
+		bulk++;
+	}
+	if (!bulk || bulk >= EMP_BULK_HOLD_MAX)
+		return 0;
+	if (bound > EMP_BULK_HOLD_NS)
+		bound = EMP_BULK_HOLD_NS;
+	uint64_t until = oldest + bound;
+	if (now >= until)
+		return 0;
+	if (until != fw->bulk_until)
+		emp__arm_fine(fw, until);
+	fw->bulk_until = until;
+	return 1;
+}
+
 /* End of a poll: a batch holding only completion acks of one-frame messages
  * waits up to ack_hold_ns, so that the reply the application is about to
  * post (ping-pong) carries the ack (EMP_F_PIGGY); anything else goes now. A
@@ -402,6 +462,8 @@ static void flush_keeping_acks(struct emp_fw *fw, uint64_t now)
  * ack longer and send the rest (flush_keeping_acks). */
 void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now)
 {
+	if (fw->txn && (fw->hold_ok || fw->bulk_ok) && bulk_hold(fw, now))
+		return;
 	int may = fw->txn && fw->tx_holdable && fw->cfg.ack_hold_ns && (fw->hold_ok || fw->tx_hold_until);
 	if (may && fw->hold_ok && fw->hold_ns) {
 		flush_keeping_acks(fw, now);
@@ -425,6 +487,12 @@ void emp__tx_flush(struct emp_fw *fw)
 	fw->tx_hold_until = 0;
 	if (!n)
 		return;
+	if (fw->bulk_until) {                   /* held acks advertise today's credits */
+		fw->bulk_until = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (fw->txmeta[i].bulk_ack && !fw->txmeta[i].dead)
+				put16((uint8_t *)fw->txf[i].hdr + EMP_ETH_HLEN + EMP_C_CREDITS, emp__fc_advertise(fw));
+	}
 	if (fw->cfg.checksum) {
 		for (unsigned i = 0; i < n; i++) {
 			struct emp_txframe *f = &fw->txf[i];

@@ -81,9 +81,12 @@ void emp__timer_ack_progress(struct emp_fw *fw, struct rec *x, uint64_t now)
 	}
 }
 
+/* A partial collection's delayed ack: ack_delay_ns after its first frame,
+ * or for a bulk message after its last one (the flow paused; while frames
+ * keep coming the collections and the sender's requests ack it). */
 void emp__timer_frame_received(struct emp_fw *fw, struct rec *x, uint64_t now)
 {
-	if (x->deadline == 0) {
+	if (x->deadline == 0 || x->nframes > fw->cfg.window) {
 		x->deadline = now + fw->cfg.ack_delay_ns;
 		emp__arm_fine(fw, x->deadline);
 	}
@@ -168,6 +171,8 @@ int emp__fw_timers(struct emp_fw *fw, uint64_t now)
 	}
 	if (fw->tx_hold_until)
 		fine = min64(fine, fw->tx_hold_until);
+	if (fw->bulk_until)
+		fine = min64(fine, fw->bulk_until);
 	fw->next_fine = fine;
 	fw->next_deadline = min64(next, fine);
 	if (!fw->in_poll)

@@ -76,14 +76,15 @@ static void dispatch(struct emp_endpoint *ep, uint32_t *idx, int n)
 /* One engine poll under its lock: the completed descriptors' indices are
  * taken off the completion queue into idx (up to max; the rest stay for the
  * next turn), and the poll's completion count is returned. */
-static int poll_locked(struct emp_endpoint *ep, int hold, uint32_t *idx, int max, int *nidx, int *busy)
+static int poll_locked(struct emp_endpoint *ep, int hold, int bulk, uint32_t *idx, int max, int *nidx, int *busy)
 {
 	/* an event-loop thread (emp_defer) posts its replies at its next wait:
 	 * the acks of the requests it takes now wait for them (EMP__ROUND_ACK_NS
 	 * at most) and ride in them (one frame per reply, not two) */
 	emp__fw_set_hold(ep->fw, hold, hold && emp__deferring(ep) ? EMP__ROUND_ACK_NS : 0);
+	emp__fw_set_bulk_hold(ep->fw, bulk);
 	int n = emp__fw_poll(ep->fw, emp__now(ep));
-	if (!hold)
+	if (!hold && !bulk)
 		emp__fw_flush(ep->fw);
 	int k = 0;
 	uint32_t t = ep->cq.tail, h = __atomic_load_n(&ep->cq.head, __ATOMIC_ACQUIRE);
@@ -112,10 +113,15 @@ static void saw_device(struct emp_endpoint *ep)
 
 /* hold: 1 a lone ack may wait for a reply (a thread posts, or spins and so
  * polls again at once); 0 nothing waits (the caller is about to sleep);
- * -1 as the endpoint's threads allow. sure: wait for the engine lock rather
- * than leave the work to its holder. */
+ * -1 as the endpoint's threads allow; HOLD_SLEEP as 0, but a bulk stream's
+ * acks may wait (the caller sleeps no longer than emp__fw_bulk_deadline).
+ * sure: wait for the engine lock rather than leave the work to its holder. */
+#define HOLD_SLEEP (-2)
 static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contended)
 {
+	int bulk = hold == HOLD_SLEEP;
+	if (bulk)
+		hold = 0;
 	uint32_t idx[256];
 	int total = 0;
 	for (;;) {
@@ -138,7 +144,7 @@ static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contende
 		__atomic_store_n(&ep->deferred, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ep->deferred_bytes, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ep->deferred_t0, 0, __ATOMIC_RELAXED);
-		int n = poll_locked(ep, h, idx, 256, &k, &busy);
+		int n = poll_locked(ep, h, bulk, idx, 256, &k, &busy);
 		__atomic_store_n(&ep->busy_hint, busy, __ATOMIC_RELAXED);
 		uint32_t mtu;
 		uint64_t mm = n ? emp__fw_mtu_mismatches(ep->fw, &mtu) : 0;
@@ -209,6 +215,11 @@ int emp__drive_post(struct emp_endpoint *ep)
 int emp__drive_sleep(struct emp_endpoint *ep)
 {
 	return drive_ex(ep, 0, 0);
+}
+
+int emp__drive_nap(struct emp_endpoint *ep)
+{
+	return drive_ex(ep, HOLD_SLEEP, 0);
 }
 
 int emp__drive_sure(struct emp_endpoint *ep)

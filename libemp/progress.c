@@ -170,6 +170,8 @@ static void step(struct emp_progress *pg, int timer)
 	 * ours only when nobody did for a while: a deadline long past */
 	uint64_t dl = emp__fw_next_deadline(ep->fw);
 	int late = timer && (!others_look(ep, now) || (dl != UINT64_MAX && now > dl + EMP__TAKEOVER_NS));
+	uint64_t bulk = emp__fw_bulk_deadline(ep->fw);   /* a bulk stream's acks left waiting by a thread gone */
+	late |= bulk && now >= bulk && !polling(ep);
 	int force = __atomic_exchange_n(&pg->force, 0, __ATOMIC_ACQ_REL);
 	emp_hold_fn *hold = __atomic_load_n(&ep->hold, __ATOMIC_ACQUIRE);
 	pg->held = hold ? hold(ep->hold_arg) : 0;   /* held too long: posted now */

@@ -17,6 +17,12 @@
  * than that (the application is idle) halves it, down to spin_us / 64, so an
  * idle thread burns next to no CPU.
  *
+ * A sleep that ends at once (frames were already waiting: a stream is
+ * flowing) is followed by another spin of spin_us rather than by one sleep
+ * per frame batch; that spin stops at the first yield that finds the CPU
+ * wanted. A bulk stream's acks may wait in the engine while the thread
+ * sleeps (emp__drive_nap): the sleep ends when they are due.
+ *
  * Spinning threads yield the CPU now and then, for a peer that shares it on a
  * small host; a yield that comes back at once (nobody else wanted the CPU)
  * doubles the interval up to EMP__YIELD_MAX_NS, a slow one resets it: a
@@ -74,19 +80,22 @@ static int crowded(void)
 static __thread uint64_t yield_every = EMP__YIELD_NS;
 static __thread int defer_on;
 
-static void spin_yield(struct emp_endpoint *ep, uint64_t *now, uint64_t *yielded)
+/* 1 if the yield found others wanting the CPU */
+static int spin_yield(struct emp_endpoint *ep, uint64_t *now, uint64_t *yielded)
 {
 	if (*now - *yielded < yield_every)
-		return;
+		return 0;
 	sched_yield();
 	uint64_t after = emp__now(ep);
-	if (after - *now < 3000) {
+	int busy = after - *now >= 3000;
+	if (!busy) {
 		if (yield_every < EMP__YIELD_MAX_NS)
 			yield_every *= 2;
 	} else {
 		yield_every = EMP__YIELD_NS;
 	}
 	*now = *yielded = after;
+	return busy;
 }
 
 /* the sleep bound when nobody else keeps the timers */
@@ -108,6 +117,17 @@ static int64_t bound_by_engine(struct emp_endpoint *ep, int64_t ns, uint64_t now
 	return ns;
 }
 
+/* A bulk stream's acks wait in the engine for company while this thread
+ * sleeps (emp__drive_nap), but no longer than they may: the sleep ends then. */
+static int64_t bound_by_acks(struct emp_endpoint *ep, int64_t ns, uint64_t now)
+{
+	uint64_t dl = emp__fw_bulk_deadline(ep->fw);   /* a racy read: an early wake at worst */
+	if (!dl)
+		return ns;
+	int64_t d = dl > now ? (int64_t)(dl - now) : 0;
+	return ns < 0 || d < ns ? d : ns;
+}
+
 void emp__looked(struct emp_endpoint *ep, uint64_t now)
 {
 	__atomic_store_n(&ep->last_exit_ns, now, __ATOMIC_RELAXED);
@@ -116,6 +136,39 @@ void emp__looked(struct emp_endpoint *ep, uint64_t now)
 }
 
 #define left emp__looked
+
+#define UNDECIDED 0x7fffffff
+#define EMP__NOSLEEP_NS 20000ull   /* a sleep that ended sooner found frames waiting: no sleep */
+
+/* Spin from t for budget ns (up to end): 1 done, 0 timed out, else UNDECIDED.
+ * polite: stop when a yield finds others wanting the CPU (sleep instead). */
+static int spin(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t t, uint64_t budget, uint64_t end,
+		int polite)
+{
+	int rc = UNDECIDED;
+	uint64_t spin_end = t + budget, yielded = t, now;
+	__atomic_add_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
+	for (unsigned i = 1;; i++) {
+		emp__drive_spin(ep);
+		if (w->done(w->arg)) {
+			rc = 1;
+			break;
+		}
+		if (i & 7)
+			continue;
+		now = emp__now(ep);   /* every 8 turns: a clock read costs more than a turn */
+		if (now >= end) {
+			rc = 0;
+			break;
+		}
+		if (now >= spin_end)
+			break;
+		if (spin_yield(ep, &now, &yielded) && polite)
+			break;
+	}
+	__atomic_sub_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
+	return rc;
+}
 
 int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 {
@@ -132,52 +185,33 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		left(ep, now);
 		return 0;
 	}
-#define UNDECIDED 0x7fffffff
 	int rc = UNDECIDED;
 	if (!spin_budget)
 		spin_budget = ep->spin_ns;
 	uint64_t budget = ep->spin_ns && !crowded() ? spin_budget : 0;
-	if (budget) {
-		uint64_t spin_end = t0 + budget, yielded = t0;
-		__atomic_add_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
-		for (unsigned i = 1;; i++) {
-			emp__drive_spin(ep);
-			if (w->done(w->arg)) {
-				rc = 1;
-				break;
-			}
-			if (i & 7)
-				continue;
-			now = emp__now(ep);   /* every 8 turns: a clock read costs more than a turn */
-			if (now >= end) {
-				rc = 0;
-				break;
-			}
-			if (now >= spin_end)
-				break;
-			spin_yield(ep, &now, &yielded);
-		}
-		__atomic_sub_fetch(&ep->spinners, 1, __ATOMIC_SEQ_CST);
-	}
+	if (budget)
+		rc = spin(ep, w, t0, budget, end, 0);
 	while (rc == UNDECIDED) {
+		uint64_t slept = UINT64_MAX;
 		__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 		if (w->arm)
 			w->arm(w->arg);
-		emp__drive_sleep(ep);           /* after arming: nothing slips between look and sleep */
+		emp__drive_nap(ep);             /* after arming: nothing slips between look and sleep */
 		int r = 0;
 		if (w->done(w->arg)) {
 			rc = 1;
 		} else {
 			now = emp__now(ep);
 			int64_t ns = end == UINT64_MAX ? -1 : end > now ? (int64_t)(end - now) : 0;
-			r = w->sleep(w->arg, bound_by_engine(ep, ns, now));
+			r = w->sleep(w->arg, bound_by_acks(ep, bound_by_engine(ep, ns, now), now));
+			slept = emp__now(ep) - now;
 		}
 		if (w->disarm)
 			w->disarm(w->arg);
 		__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 		if (rc == 1)
 			break;
-		emp__drive(ep);
+		emp__drive_nap(ep);
 		now = emp__now(ep);
 		if (w->done(w->arg))
 			rc = 1;
@@ -187,6 +221,8 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 			rc = r;
 		else if (now >= end)
 			rc = 0;
+		else if (ep->spin_ns && slept < EMP__NOSLEEP_NS && !crowded())
+			rc = spin(ep, w, now, ep->spin_ns, end, 1);   /* frames were waiting: they flow; a sleep each costs a call */
 	}
 	now = emp__now(ep);
 	uint64_t took = now - t0, hi = 8 * ep->spin_ns;
@@ -226,6 +262,7 @@ struct reqwait {
 	struct emp_endpoint *ep;
 	emp_req_t **reqs;
 	int n;
+	int woken;                  /* a sleep saw our eventfd readable */
 	struct emp_waiter w;
 };
 
@@ -260,9 +297,13 @@ static void rw_disarm(void *arg)
 		*pp = a->w.next;
 	__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&ep->wait_mu);
+	/* drained only when a sleep saw it written: a write that came after
+	 * (or without a sleep) makes the next sleep return at once, which
+	 * drains it then; not one read per sleep */
 	uint64_t v;
-	if (a->w.efd >= 0 && emp__sys_read(a->w.efd, &v, sizeof(v)) < 0)
+	if (a->woken && a->w.efd >= 0 && emp__sys_read(a->w.efd, &v, sizeof(v)) < 0)
 		v = 0;
+	a->woken = 0;
 }
 
 /* Frames or our eventfd. The device may report an error instead of frames
@@ -274,16 +315,19 @@ static int rw_sleep(void *arg, int64_t ns)
 	struct pollfd p[2] = { { a->ep->dev_fd, POLLIN, 0 }, { a->w.efd, POLLIN, 0 } };
 	if (emp__sys_ppoll(p, 2, ns, NULL) < 0 && errno == EINTR)
 		return 0;                        /* emp_wait does not fail with EINTR */
+	if (p[1].revents)
+		a->woken = 1;
 	if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
 		emp_wait_fd_error(a->ep);
-		emp__sys_ppoll(&p[1], 1, ns >= 0 && ns < 100000000 ? ns : 100000000, NULL);
+		if (emp__sys_ppoll(&p[1], 1, ns >= 0 && ns < 100000000 ? ns : 100000000, NULL) > 0)
+			a->woken = 1;
 	}
 	return 0;
 }
 
 static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns)
 {
-	struct reqwait a = { ep, reqs, n, { -1, NULL } };
+	struct reqwait a = { ep, reqs, n, 0, { -1, NULL } };
 	struct emp_waitfor w = { .done = rw_done, .arm = rw_arm, .sleep = rw_sleep, .disarm = rw_disarm,
 				 .arg = &a, .timeout_ns = timeout_ns };
 	emp_wait_for(ep, &w);

@@ -112,6 +112,32 @@ static void t_stream_bulk_acks(void)
 	h_free(&h);
 }
 
+/* A stream of 128 KiB messages (iperf3's writes: 90 frames each, several in
+ * flight) on a clean wire: the receiver acks collections of half the
+ * message window (32 frames), the sender's window edge and the last frame:
+ * three acks a message, about one per 30 frames (a quarter window, 16
+ * frames, gave six, one per 15). */
+static void t_stream_bulk_acks_128k(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	enum { N = 24, LEN = 128 << 10 };
+	struct h_msg m[N];
+	memset(m, 0, sizeof(m));
+	for (int i = 0; i < N; i++)
+		m[i] = (struct h_msg){ .from = 0, .to = 1, .tag = 9, .len = LEN };
+	h_traffic(&h, m, N, 10000 * MS);
+	struct emp_counters r = h_ctr(&h, 1), s = h_ctr(&h, 0);
+	CHECK_EQ(r.bytes_received, (uint64_t)N * LEN);
+	CHECK_EQ(s.retransmits, 0);
+	CHECK(r.rx_data >= 90 * N);
+	CHECK_MSG(r.tx_acks * 24 < r.rx_data, "acks %llu for %llu frames",
+		  (unsigned long long)r.tx_acks, (unsigned long long)r.rx_data);
+	CHECK_MSG(s.rx_acks * 24 < r.rx_data, "acks %llu for %llu frames",
+		  (unsigned long long)s.rx_acks, (unsigned long long)r.rx_data);
+	h_free(&h);
+}
+
 /* At MTU 1500 a frame carries 1460 payload bytes (40 bytes of EMP header,
  * 48 before wire version 2): 2 x 1460 bytes are two frames, one more byte a
  * third; the frames on the wire are full 1514-byte Ethernet frames. */
@@ -131,6 +157,7 @@ static void t_stream_payload_per_frame(void)
 static const struct emp_test tests[] = {
 	{ "stream_payload_per_frame", t_stream_payload_per_frame, 30 },
 	{ "stream_bulk_acks", t_stream_bulk_acks, 60 },
+	{ "stream_bulk_acks_128k", t_stream_bulk_acks_128k, 60 },
 	{ "stream_clean", t_stream_clean, 60 },
 	{ "stream_loss5_wildcard", t_stream_loss5_any, 60 },
 	{ "stream_loss5_wildcard_b", t_stream_loss5_any_b, 60 },
