@@ -539,6 +539,32 @@ static void t_sim_faults_sweep(void)
 	}
 }
 
+/* A closed connection's rings go to the next one (bufcache.c): two streams
+ * one after the other on the same endpoints; the second takes all four rings
+ * of the first (receive and send, both sides) and malloc's none, and its
+ * bytes are its own (checked both ways) */
+static void t_sim_rings_reused(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 2048);
+	for (int round = 0; round < 2; round++) {
+		unsigned fresh0 = atomic_load(&es__bufstats.fresh), reused0 = atomic_load(&es__bufstats.reused);
+		if (round)
+			sw_streams(&w, 4, 2048, 1);
+		struct flow f[2] = { { .from = 0, .total = 20000 }, { .from = 1, .total = 9000 } };
+		run_flows(&w, f, 2);
+		CHECK(close(w.fd[0]) == 0);
+		CHECK(close(w.fd[1]) == 0);
+		settle_reaping(&w);
+		CHECK_EQ(es__zombies_reap(), 0);
+		if (round) {
+			CHECK_EQ(atomic_load(&es__bufstats.reused) - reused0, 4);
+			CHECK_EQ(atomic_load(&es__bufstats.fresh) - fresh0, 0);
+		}
+	}
+	h_free(&w.h);
+}
+
 static const struct emp_test tests[] = {
 	{ "shim_sim_bytes_both_ways", t_sim_bytes_both_ways, 20 },
 	{ "shim_sim_flow_control", t_sim_flow_control, 20 },
@@ -550,6 +576,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_random_io", t_sim_random_io, 20 },
 	{ "shim_sim_random_close", t_sim_random_close, 20 },
 	{ "shim_sim_faults_sweep", t_sim_faults_sweep, 20 },
+	{ "shim_sim_rings_reused", t_sim_rings_reused, 20 },
 };
 
 const struct emp_test_suite emp_suite_simwire = { "simwire", tests, sizeof(tests) / sizeof(tests[0]) };
