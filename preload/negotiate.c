@@ -395,6 +395,7 @@ static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_m
 		memcpy(s->ng.sv.acc, acc, sizeof *acc);
 		s->ng.ckey = m.ckey;
 		s->ng.sv.accepted = 1;
+		return 0;   /* what follows (a REJECT, a copy) is read at the next look */
 	}
 }
 
