@@ -601,6 +601,29 @@ static void t_sim_epoll_spin_kernel(void)
 	h_free(&w.h);
 }
 
+/* The same for poll (ready.c, fw_done): a pipe written while poll spins for
+ * an EMP socket ends it */
+static void t_sim_poll_spin_kernel(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 1024);
+	int p[2];
+	CHECK(pipe(p) == 0);
+	struct pollfd f[2] = { { w.fd[0], POLLIN, 0 }, { p[0], POLLIN, 0 } };
+	CHECK_EQ(poll(f, 2, 0), 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, pipe_later, &p[1]) == 0);
+	int n = poll(f, 2, 10000);
+	pthread_join(t, NULL);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(f[0].revents, 0);
+	CHECK_EQ(f[1].revents, POLLIN);
+	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
+	settle_reaping(&w);
+	h_free(&w.h);
+}
+
 static const struct emp_test tests[] = {
 	{ "shim_sim_bytes_both_ways", t_sim_bytes_both_ways, 20 },
 	{ "shim_sim_flow_control", t_sim_flow_control, 20 },
@@ -614,6 +637,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_faults_sweep", t_sim_faults_sweep, 20 },
 	{ "shim_sim_rings_reused", t_sim_rings_reused, 20 },
 	{ "shim_sim_epoll_spin_kernel", t_sim_epoll_spin_kernel, 10 },
+	{ "shim_sim_poll_spin_kernel", t_sim_poll_spin_kernel, 10 },
 };
 
 const struct emp_test_suite emp_suite_simwire = { "simwire", tests, sizeof(tests) / sizeof(tests[0]) };
