@@ -85,7 +85,7 @@ static atomic_int raw_sleepers[64];       /* by epfd % 64: threads in the kernel
 #define C_WAKE 2
 #define KLOOK_EVERY 8                     /* kernel fds looked at every 8th answer ... */
 #define KLOOK_NS 1000000                  /* ... or after 1 ms */
-#define SPIN_KLOOK_NS 10000               /* a wait's spin looks at the kernel fds this often */
+#define SPIN_KLOOK_NS 20000               /* a wait's spin looks at the kernel fds this often */
 
 static int internal(uint64_t data) { return data - cookie < 3; }
 
@@ -589,7 +589,7 @@ struct epw {
 
 /* EMP sockets ready, or (every SPIN_KLOOK_NS of the spin) the set's kernel
  * fds: a listener or a plain socket that became ready while the thread spins
- * for EMP is answered within 10 us, not when the spin gives up (up to 8 x
+ * for EMP is answered within 20 us, not when the spin gives up (up to 8 x
  * spin_us: a connt server's accept came 270 us after the client's connect
  * had finished). Events the sleep took are kept (nk): no second look. Only
  * the spin looks: a look takes the device's edge (DEV) too, and the drive

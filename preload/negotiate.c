@@ -196,9 +196,7 @@ int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, uns
 	int look = 1;
 	if (now >= until)
 		return 1;
-	/* the spin looks at the side channel only while a datagram is what
-	 * comes next (the server's wait for the ACCEPT) */
-	struct es_wake wk = { .efd = es__tl_efd(), .look_fds = udp >= 0 && s->server && !s->ng.sv.accepted };
+	struct es_wake wk = { .efd = es__tl_efd() };   /* no look at udp: the HELLO right behind the ACCEPT ends the spin */
 	struct es_waiter w;
 	es__sock_lock(s);
 	es__waiter_add(s, &w, &wk);

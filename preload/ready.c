@@ -261,12 +261,12 @@ struct fdwait {
 	int64_t klook_next;      /* the spin's next look at the caller's fds */
 };
 
-/* A wait whose kernel fds are the application's (poll, select) or a
- * negotiation's side channel (wk->look_fds) has its spin look at them every
+/* A wait whose kernel fds are the application's (poll, select: wk->look_fds)
+ * has its spin look at them every
  * SPIN_KLOOK_NS (one ppoll): one that became ready is answered then, not when
  * the spin gives up (up to 8 x spin_us). Only the spin looks (not between
  * arming and the sleep), and other waits (a read's liveness set) do not. */
-#define SPIN_KLOOK_NS 10000
+#define SPIN_KLOOK_NS 20000
 static int fw_done(void *arg)
 {
 	struct fdwait *a = arg;
