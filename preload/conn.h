@@ -130,6 +130,15 @@ void es__conn_row_put(int row, const struct emp_conn_info *i);
 void es__conn_row_free(struct es_conn *c);
 #define set_err(c, e) es__set_err(c, e, __LINE__)
 int es__post_recv(struct es_conn *c, uint64_t seq);
+
+/* bufcache.c: connection rings kept across connections */
+struct es_bufstats {
+	atomic_uint reused;       /* rings a new connection took from the cache */
+	atomic_uint fresh;        /* rings malloc'd */
+};
+extern struct es_bufstats es__bufstats;
+void *es__ring_get(size_t size);
+void es__ring_put(void *p);
 void es__retire_head(struct es_conn *c);
 int es__can_stage(struct es_conn *c);
 void es__flush(struct es_conn *c);

@@ -108,6 +108,7 @@ struct es_wake {
 	atomic_int asleep;
 	atomic_int hit;
 	atomic_int written;              /* efd holds a count to drain */
+	int look_fds;                    /* es__wait_fds: the spin looks at the caller's fds too */
 };
 
 struct es_waiter {               /* a wake on one socket's list (s->lock) */

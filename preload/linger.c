@@ -44,8 +44,8 @@ static void free_conn(struct es_conn *c)
 	es__conn_lid_release(c->lid);
 	if (c->leak)
 		return;   /* the engine may still own a buffer */
-	free(c->rbuf); free(c->rreq); free(c->rlen); free(c->roff);
-	free(c->sbuf); free(c->sreq); free(c->slen); free(c->sdone); free(c->sfin);
+	es__ring_put(c->rbuf); free(c->rreq); free(c->rlen); free(c->roff);
+	es__ring_put(c->sbuf); free(c->sreq); free(c->slen); free(c->sdone); free(c->sfin);
 	free(c);
 }
 

@@ -268,9 +268,10 @@ static void service(struct es_sock *s)
 			continue;
 		}
 		int again = s->ng.st == NG_ACCEPTED && m.skey == s->ng.skey;
-		if (m.type == N_OFFER && s->ng.st == NG_WAIT && es__neg_params_ok(&m) && !m.ckey)
+		if (m.type == N_OFFER && s->ng.st == NG_WAIT && es__neg_params_ok(&m) && !m.ckey) {
 			take_offer(s, &m);
-		else if (m.type == N_OFFER && again && m.ep == htons(s->ng.peer_ep) &&
+			break;   /* what follows (a repeated OFFER, a REJECT) is read at the next look */
+		} else if (m.type == N_OFFER && again && m.ep == htons(s->ng.peer_ep) &&
 			 m.conn == htonl(s->ng.peer_lid))
 			reply(s, N_ACCEPT);              /* our ACCEPT was lost */
 		else if (m.type == N_REJECT && again && (!m.ckey || m.ckey == s->ng.ckey))

@@ -78,17 +78,31 @@ void es__negs_listen(int fd)
 
 /* What the SYN of an accepted connection said: the IP TTL (IPv4) or hop
  * limit (IPv6) of the saved SYN headers; unknown without them (the listener
- * did not save it: created without the shim, or a SYN cookie). */
-static int syn_mark(int lfd, int fd)
+ * did not save it: created without the shim, or a SYN cookie). An IPv4 SYN
+ * also names the connection (the kernel's copy of the headers it accepted:
+ * its source is the peer, its destination us), which spares a getsockname
+ * and a getpeername per connection: *named is set then. */
+static int syn_mark(int lfd, int fd, struct sockaddr_in *local, struct sockaddr_in *remote, int *named)
 {
 	uint8_t h[128];
 	socklen_t l = sizeof h;
+	*named = 0;
 	if (R_(getsockopt)(fd, IPPROTO_TCP, TCP_SAVED_SYN, h, &l) < 0 || l < 20) {
 		if (lfd >= 0) {           /* from the next connection on */
 			int one = 1;
 			R_(setsockopt)(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one);
 		}
 		return MARK_UNKNOWN;
+	}
+	unsigned ihl = (h[0] & 15u) * 4;
+	if ((h[0] >> 4) == 4 && ihl >= 20 && l >= ihl + 4) {
+		*remote = (struct sockaddr_in){ .sin_family = AF_INET };
+		*local = (struct sockaddr_in){ .sin_family = AF_INET };
+		memcpy(&remote->sin_addr, h + 12, 4);
+		memcpy(&local->sin_addr, h + 16, 4);
+		memcpy(&remote->sin_port, h + ihl, 2);
+		memcpy(&local->sin_port, h + ihl + 2, 2);
+		*named = 1;
 	}
 	unsigned ttl = (h[0] >> 4) == 4 ? h[8] : (h[0] >> 4) == 6 && l >= 40 ? h[7] : 0;
 	if (!ttl)
@@ -100,13 +114,13 @@ int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct socka
 {
 	if (!es__conf())
 		return 0;
-	if (es__neg_name_in(fd, 0, local) < 0 || es__neg_name_in(fd, 1, remote) < 0)
+	int named, m = syn_mark(lfd, fd, local, remote, &named);
+	if (!named && (es__neg_name_in(fd, 0, local) < 0 || es__neg_name_in(fd, 1, remote) < 0))
 		return 0;
 	if (emp_conf_find_ip(&es__g.conf, local->sin_addr.s_addr) < 0)
 		return 0;
 	if (es__neg_self_and_peer(local, remote, ntohs(local->sin_port)) < 0)
 		return 0;
-	int m = syn_mark(lfd, fd);
 	if (m == MARK_PLAIN) {
 		atomic_fetch_add(&es__negstats.plain, 1);
 		if (!es__g.strict)

@@ -196,7 +196,7 @@ int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, uns
 	int look = 1;
 	if (now >= until)
 		return 1;
-	struct es_wake wk = { .efd = es__tl_efd() };
+	struct es_wake wk = { .efd = es__tl_efd() };   /* no look at udp: the HELLO right behind the ACCEPT ends the spin */
 	struct es_waiter w;
 	es__sock_lock(s);
 	es__waiter_add(s, &w, &wk);
@@ -395,6 +395,7 @@ static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_m
 		memcpy(s->ng.sv.acc, acc, sizeof *acc);
 		s->ng.ckey = m.ckey;
 		s->ng.sv.accepted = 1;
+		return 0;   /* what follows (a REJECT, a copy) is read at the next look */
 	}
 }
 

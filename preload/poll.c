@@ -173,7 +173,7 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 		.dl = timeout_ns < 0 ? -1 : es__now_ns() + timeout_ns,
 		.t = malloc((n + 3) * sizeof *pc.t), .map = malloc((n + 1) * sizeof *pc.map),
 		.w = calloc(n, sizeof *pc.w), .ss = calloc(n, sizeof *pc.ss),
-		.wk = { .efd = es__tl_efd() },
+		.wk = { .efd = es__tl_efd(), .look_fds = 1 },
 	};
 	int ret = -1;
 	if (!pc.t || !pc.map || !pc.w || !pc.ss) {

@@ -256,12 +256,35 @@ struct fdwait {
 	int n;
 	const sigset_t *mask;
 	int dev_err;
-	int k;                   /* the caller's fds the last sleep found ready */
+	int k;                   /* the caller's fds the last sleep (or look) found ready */
+	unsigned turns;
+	int64_t klook_next;      /* the spin's next look at the caller's fds */
 };
 
+/* A wait whose kernel fds are the application's (poll, select: wk->look_fds)
+ * has its spin look at them every
+ * SPIN_KLOOK_NS (one ppoll): one that became ready is answered then, not when
+ * the spin gives up (up to 8 x spin_us). Only the spin looks (not between
+ * arming and the sleep), and other waits (a read's liveness set) do not. */
+#define SPIN_KLOOK_NS 20000
 static int fw_done(void *arg)
 {
-	return atomic_load(&((struct fdwait *)arg)->wk->hit);
+	struct fdwait *a = arg;
+	if (atomic_load(&a->wk->hit))
+		return 1;
+	if (!a->wk->look_fds || a->k || atomic_load(&a->wk->asleep) || (++a->turns & 7))
+		return 0;
+	int64_t now = es__now_ns();
+	if (now < a->klook_next)
+		return 0;
+	a->klook_next = now + SPIN_KLOOK_NS;
+	struct timespec z = { 0, 0 };
+	if (R_(ppoll)(a->p, (nfds_t)a->n, &z, NULL) <= 0)
+		return 0;
+	for (int i = 0; i < a->n; i++)
+		if (a->p[i].revents)
+			a->k++;
+	return a->k > 0;
 }
 
 static void fw_arm(void *arg)
@@ -332,7 +355,7 @@ static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout
 		return r < 0 ? (errno == EINTR ? -EINTR : -errno) : r > 0 ? 2 : 0;
 	}
 	es__held_flush();        /* the writes this thread coalesced leave before it waits */
-	struct fdwait a = { wk, p, n, mask, 0, 0 };
+	struct fdwait a = { wk, p, n, mask, 0, 0, 0, es__now_ns() + SPIN_KLOOK_NS };
 	p[n].fd = emp_wait_fd(ep);
 	p[n].events = POLLIN;
 	p[n].revents = 0;

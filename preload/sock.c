@@ -75,7 +75,9 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 		int n = R_(poll)(&p, 1, ms);
 		if (n > 0) {
 			socklen_t el = sizeof e;
-			if (R_(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+			e = 0;           /* writable without an error or hang-up: connected */
+			if ((p.revents & (POLLERR | POLLHUP)) &&
+			    R_(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
 				e = errno;
 			r = e ? -1 : 0;
 			if (!e)

@@ -83,7 +83,7 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid
 	c->key_rx = key_rx;
 	c->peer.host = host;
 	c->peer.ep = pep;
-	c->rbuf = malloc((size_t)c->rx_slots * (ES_HDR + c->rx_slot_sz));
+	c->rbuf = es__ring_get((size_t)c->rx_slots * (ES_HDR + c->rx_slot_sz));
 	c->rreq = calloc(c->rx_slots, sizeof *c->rreq);
 	c->rlen = calloc(c->rx_slots, sizeof *c->rlen);
 	c->roff = calloc(c->rx_slots, sizeof *c->roff);
@@ -103,7 +103,7 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid
 	}
 	return 0;
 fail:
-	free(c->rbuf); free(c->rreq); free(c->rlen); free(c->roff); free(c);
+	es__ring_put(c->rbuf); free(c->rreq); free(c->rlen); free(c->roff); free(c);
 	return -1;
 }
 
@@ -124,7 +124,7 @@ int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nb
 	c->peer_bufs = nbufs;
 	c->tx_slot_sz = bufsz < c->rx_slot_sz ? bufsz : c->rx_slot_sz;
 	c->tx_slots = c->rx_slots;
-	c->sbuf = malloc((size_t)c->tx_slots * (ES_HDR + c->tx_slot_sz));
+	c->sbuf = es__ring_get((size_t)c->tx_slots * (ES_HDR + c->tx_slot_sz));
 	c->sreq = calloc(c->tx_slots, sizeof *c->sreq);
 	c->slen = calloc(c->tx_slots, sizeof *c->slen);
 	c->sdone = calloc(c->tx_slots, 1);

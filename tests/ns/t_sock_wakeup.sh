@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_sock_wakeup: no lost wakeups: a server that truly sleeps (EMP_SPIN_US=0) in epoll_wait, poll or a blocking read, alone or while another thread drives the engine, answers every one of 2000 rounds sent at random moments within 1 s; a pipe ends an epoll_wait/poll that holds idle EMP sockets at once; an EMP socket with data added to a set another thread sleeps on wakes it.
+# t_sock_wakeup: no lost wakeups: a server that truly sleeps (EMP_SPIN_US=0) in epoll_wait, poll or a blocking read, alone or while another thread drives the engine, answers every one of 2000 rounds sent at random moments within 1 s; a pipe ends an epoll_wait/poll that holds idle EMP sockets at once; an EMP socket with data added to a set another thread sleeps on wakes it. WAKEUP_SPIN_US=N runs the rounds with an N us spin instead (the spin's looks at kernel fds then take part).
 # timeout: 120
 # The rounds' bound (1 s) is far above a round's normal time (tens of us): only a wakeup that
 # never comes (the round waits for a frame that will not arrive) exceeds it.
@@ -13,7 +13,7 @@ run() { # run single|cross epoll|poll|read
 	port=$((port + 1))
 	[[ "$1 $2" =~ $ONLY ]] || return 0
 	local f0; f0=$(emp_rx 2)
-	bg 2 "$T/s-$1-$2.log" env EMP_SPIN_US=0 "$ER" --strict "$WK" server $port "$1" "$2"
+	bg 2 "$T/s-$1-$2.log" env EMP_SPIN_US=${WAKEUP_SPIN_US:-0} "$ER" --strict "$WK" server $port "$1" "$2"
 	local srv=${PIDS[-1]}
 	wait_port 2 $port
 	on 1 "$ER" --strict "$WK" client 10.77.0.2 $port "$1" "$ROUNDS" > "$T/c-$1-$2.log" 2>&1 \

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -541,6 +542,90 @@ static void t_sim_faults_sweep(void)
 	}
 }
 
+/* A closed connection's rings go to the next one (bufcache.c): two streams
+ * one after the other on the same endpoints; the second takes all four rings
+ * of the first (receive and send, both sides) and malloc's none, and its
+ * bytes are its own (checked both ways) */
+static void t_sim_rings_reused(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 2048);
+	for (int round = 0; round < 2; round++) {
+		unsigned fresh0 = atomic_load(&es__bufstats.fresh), reused0 = atomic_load(&es__bufstats.reused);
+		if (round)
+			sw_streams(&w, 4, 2048, 1);
+		struct flow f[2] = { { .from = 0, .total = 20000 }, { .from = 1, .total = 9000 } };
+		run_flows(&w, f, 2);
+		CHECK(close(w.fd[0]) == 0);
+		CHECK(close(w.fd[1]) == 0);
+		settle_reaping(&w);
+		CHECK_EQ(es__zombies_reap(), 0);
+		if (round) {
+			CHECK_EQ(atomic_load(&es__bufstats.reused) - reused0, 4);
+			CHECK_EQ(atomic_load(&es__bufstats.fresh) - fresh0, 0);
+		}
+	}
+	h_free(&w.h);
+}
+
+/* writes a byte into the pipe after 20 ms (real time) */
+static void *pipe_later(void *arg)
+{
+	usleep(20000);
+	CHECK_EQ(write(*(int *)arg, "k", 1), 1);
+	return NULL;
+}
+
+/* A kernel fd of an epoll set that becomes ready while the waiting thread
+ * spins for EMP is answered by the spin itself (epoll.c, epw_done), not when
+ * the spin gives up. In virtual time nobody moves the engines' clock, so the
+ * spin would never give up: the pipe is seen only if the spin looks. */
+static void t_sim_epoll_spin_kernel(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 1024);
+	int p[2], ep = epoll_create1(0);
+	CHECK(pipe(p) == 0 && ep >= 0);
+	struct epoll_event e = { .events = EPOLLIN, .data.u32 = 1 }, out[4];
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, w.fd[0], &e) == 0);
+	e.data.u32 = 2;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &e) == 0);
+	CHECK_EQ(epoll_wait(ep, out, 4, 0), 0);       /* nothing yet (the kernel fds looked at) */
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, pipe_later, &p[1]) == 0);
+	int n = epoll_wait(ep, out, 4, 10000);
+	pthread_join(t, NULL);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(out[0].data.u32, 2);
+	CHECK(close(ep) == 0 && close(p[0]) == 0 && close(p[1]) == 0);
+	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
+	settle_reaping(&w);
+	h_free(&w.h);
+}
+
+/* The same for poll (ready.c, fw_done): a pipe written while poll spins for
+ * an EMP socket ends it */
+static void t_sim_poll_spin_kernel(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 1024);
+	int p[2];
+	CHECK(pipe(p) == 0);
+	struct pollfd f[2] = { { w.fd[0], POLLIN, 0 }, { p[0], POLLIN, 0 } };
+	CHECK_EQ(poll(f, 2, 0), 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, pipe_later, &p[1]) == 0);
+	int n = poll(f, 2, 10000);
+	pthread_join(t, NULL);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(f[0].revents, 0);
+	CHECK_EQ(f[1].revents, POLLIN);
+	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
+	settle_reaping(&w);
+	h_free(&w.h);
+}
+
 static const struct emp_test tests[] = {
 	{ "shim_sim_bytes_both_ways", t_sim_bytes_both_ways, 20 },
 	{ "shim_sim_flow_control", t_sim_flow_control, 20 },
@@ -552,6 +637,9 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_random_io", t_sim_random_io, 20 },
 	{ "shim_sim_random_close", t_sim_random_close, 20 },
 	{ "shim_sim_faults_sweep", t_sim_faults_sweep, 20 },
+	{ "shim_sim_rings_reused", t_sim_rings_reused, 20 },
+	{ "shim_sim_epoll_spin_kernel", t_sim_epoll_spin_kernel, 10 },
+	{ "shim_sim_poll_spin_kernel", t_sim_poll_spin_kernel, 10 },
 };
 
 const struct emp_test_suite emp_suite_simwire = { "simwire", tests, sizeof(tests) / sizeof(tests[0]) };
