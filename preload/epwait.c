@@ -5,7 +5,6 @@
 
 #include "epoll_int.h"
 
-#define SPIN_KLOOK_NS 20000               /* a wait's spin looks at the kernel fds this often */
 
 /* ---- waiting ---- */
 
@@ -94,7 +93,7 @@ struct epw {
 	int64_t klook_next;              /* the spin's next look at the kernel fds */
 };
 
-/* EMP sockets ready, or (every SPIN_KLOOK_NS of the spin) the set's kernel
+/* EMP sockets ready, or (now and then in the spin: es__klook_next) the set's kernel
  * fds: a listener or a plain socket that became ready while the thread spins
  * for EMP is answered within 20 us, not when the spin gives up (up to 8 x
  * spin_us: a connt server's accept came 270 us after the client's connect
@@ -115,11 +114,12 @@ static int epw_done(void *arg)
 	int64_t now = es__now_ns();
 	if (now < a->klook_next)
 		return 0;
-	a->klook_next = now + SPIN_KLOOK_NS;
 	int k = R_(epoll_wait)(a->set->epfd, a->evs, a->max, 0), m = 0;
 	for (int j = 0; j < k; j++)
 		if (!es__ep_internal(a->evs[j].data.u64))
 			a->evs[m++] = a->evs[j];
+	es__klook_found(m > 0);
+	a->klook_next = es__klook_next(now);
 	if (!m)
 		return 0;
 	a->nk = m;
@@ -205,7 +205,7 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 				return r;
 			continue;
 		}
-		struct epw a = { set, evs, max, mask, 0, 0, 0, es__now_ns() + SPIN_KLOOK_NS };
+		struct epw a = { set, evs, max, mask, 0, 0, 0, es__klook_next(es__now_ns()) };
 		struct emp_waitfor w = { .done = epw_done, .arm = epw_arm, .sleep = epw_sleep,
 					 .disarm = epw_disarm, .arg = &a, .timeout_ns = left };
 		int r = emp_wait_for(ep, &w);

@@ -394,6 +394,9 @@ void es__live_harvest(void);                  /* after the live fd was readable 
 void es__reap_hold(void);
 void es__reap_release(void);
 int es__wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns, const sigset_t *mask);
+/* the spin's next look at a wait's kernel fds, and what the last look found (ready.c) */
+int64_t es__klook_next(int64_t now);
+void es__klook_found(int found);
 /* the calling thread's eventfd for es_wake */
 int es__tl_efd(void);
 /* transmit batching: an event-loop thread that got events defers its sends

@@ -261,12 +261,29 @@ struct fdwait {
 	int64_t klook_next;      /* the spin's next look at the caller's fds */
 };
 
+/* The spin's looks at a wait's kernel fds (here and epwait.c): 20 us apart
+ * while they find something, doubling up to 1 ms per thread while they find
+ * nothing (a stream's reader spinning in select for EMP data, with no kernel
+ * fd that ever answers, paid a ppoll per 20 us: 90 calls per MB). */
+#define KLOOK_MIN_NS 20000
+#define KLOOK_MAX_NS 1000000
+static __thread int64_t klook_gap = KLOOK_MIN_NS;
+
+int64_t es__klook_next(int64_t now)
+{
+	return now + klook_gap;
+}
+
+void es__klook_found(int found)
+{
+	klook_gap = found ? KLOOK_MIN_NS : klook_gap * 2 > KLOOK_MAX_NS ? KLOOK_MAX_NS : klook_gap * 2;
+}
+
 /* A wait whose kernel fds are the application's (poll, select: wk->look_fds)
- * has its spin look at them every
- * SPIN_KLOOK_NS (one ppoll): one that became ready is answered then, not when
- * the spin gives up (up to 8 x spin_us). Only the spin looks (not between
- * arming and the sleep), and other waits (a read's liveness set) do not. */
-#define SPIN_KLOOK_NS 20000
+ * has its spin look at them now and then (one ppoll, es__klook_next): one
+ * that became ready is answered then, not when the spin gives up (up to 8 x
+ * spin_us). Only the spin looks (not between arming and the sleep), and
+ * other waits (a read's liveness set) do not. */
 static int fw_done(void *arg)
 {
 	struct fdwait *a = arg;
@@ -277,9 +294,11 @@ static int fw_done(void *arg)
 	int64_t now = es__now_ns();
 	if (now < a->klook_next)
 		return 0;
-	a->klook_next = now + SPIN_KLOOK_NS;
 	struct timespec z = { 0, 0 };
-	if (R_(ppoll)(a->p, (nfds_t)a->n, &z, NULL) <= 0)
+	int r = R_(ppoll)(a->p, (nfds_t)a->n, &z, NULL);
+	es__klook_found(r > 0);
+	a->klook_next = es__klook_next(now);
+	if (r <= 0)
 		return 0;
 	for (int i = 0; i < a->n; i++)
 		if (a->p[i].revents)
@@ -355,7 +374,7 @@ static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout
 		return r < 0 ? (errno == EINTR ? -EINTR : -errno) : r > 0 ? 2 : 0;
 	}
 	es__held_flush();        /* the writes this thread coalesced leave before it waits */
-	struct fdwait a = { wk, p, n, mask, 0, 0, 0, es__now_ns() + SPIN_KLOOK_NS };
+	struct fdwait a = { wk, p, n, mask, 0, 0, 0, es__klook_next(es__now_ns()) };
 	p[n].fd = emp_wait_fd(ep);
 	p[n].events = POLLIN;
 	p[n].revents = 0;
