@@ -397,6 +397,7 @@ int es__wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns
 /* the spin's next look at a wait's kernel fds, and what the last look found (ready.c) */
 int64_t es__klook_next(int64_t now);
 void es__klook_found(int found);
+extern unsigned long es__klooks;   /* looks made (tests) */
 /* the calling thread's eventfd for es_wake */
 int es__tl_efd(void);
 /* transmit batching: an event-loop thread that got events defers its sends

@@ -274,8 +274,11 @@ int64_t es__klook_next(int64_t now)
 	return now + klook_gap;
 }
 
+unsigned long es__klooks;           /* looks made, all threads (tests) */
+
 void es__klook_found(int found)
 {
+	__atomic_add_fetch(&es__klooks, 1, __ATOMIC_RELAXED);
 	klook_gap = found ? KLOOK_MIN_NS : klook_gap * 2 > KLOOK_MAX_NS ? KLOOK_MAX_NS : klook_gap * 2;
 }
 
