@@ -88,12 +88,11 @@ struct epw {
 	int max;
 	const sigset_t *mask;
 	int nk;                          /* kernel events the sleep (or the spin's look) returned */
-	unsigned turns;
 	int armed;                       /* between epw_arm and epw_disarm: no look */
-	int64_t klook_next;              /* the spin's next look at the kernel fds */
+	struct es_klook kl;              /* the spin's looks at the kernel fds */
 };
 
-/* EMP sockets ready, or (now and then in the spin: es__klook_next) the set's kernel
+/* EMP sockets ready, or (now and then in the spin: es__klook_due) the set's kernel
  * fds: a listener or a plain socket that became ready while the thread spins
  * for EMP is answered within 20 us, not when the spin gives up (up to 8 x
  * spin_us: a connt server's accept came 270 us after the client's connect
@@ -109,17 +108,14 @@ static int epw_done(void *arg)
 	struct epw *a = arg;
 	if (a->nk > 0 || atomic_load(&a->set->nready) > 0)
 		return 1;
-	if (a->armed || (++a->turns & 7))
-		return 0;
-	int64_t now = es__now_ns();
-	if (now < a->klook_next)
+	int64_t now;
+	if (a->armed || !(now = es__klook_due(&a->kl)))
 		return 0;
 	int k = R_(epoll_wait)(a->set->epfd, a->evs, a->max, 0), m = 0;
 	for (int j = 0; j < k; j++)
 		if (!es__ep_internal(a->evs[j].data.u64))
 			a->evs[m++] = a->evs[j];
-	es__klook_found(m > 0);
-	a->klook_next = es__klook_next(now);
+	es__klook_found(&a->kl, now, m > 0);
 	if (!m)
 		return 0;
 	a->nk = m;
@@ -195,7 +191,7 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 		if (left < 0 && dl >= 0)
 			left = 0;
 		if (!ep) {
-			struct epw a = { set, evs, max, mask, 0, 0, 0, 0 };
+			struct epw a = { set, evs, max, mask, 0, 0, { 0, 0 } };
 			int r = epw_sleep(&a, left);
 			if (r < 0) {
 				errno = -r;
@@ -205,7 +201,8 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 				return r;
 			continue;
 		}
-		struct epw a = { set, evs, max, mask, 0, 0, 0, es__klook_next(es__now_ns()) };
+		struct epw a = { set, evs, max, mask, 0, 0, { 0, 0 } };
+		es__klook_start(&a.kl);
 		struct emp_waitfor w = { .done = epw_done, .arm = epw_arm, .sleep = epw_sleep,
 					 .disarm = epw_disarm, .arg = &a, .timeout_ns = left };
 		int r = emp_wait_for(ep, &w);

@@ -394,9 +394,13 @@ void es__live_harvest(void);                  /* after the live fd was readable 
 void es__reap_hold(void);
 void es__reap_release(void);
 int es__wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns, const sigset_t *mask);
-/* the spin's next look at a wait's kernel fds, and what the last look found (ready.c) */
-int64_t es__klook_next(int64_t now);
-void es__klook_found(int found);
+/* the pacing of a spin's looks at a wait's kernel fds (ready.c): start at
+ * the wait; due: the time when a look is due now, else 0; found: after a
+ * look, what it found */
+struct es_klook { unsigned turns; int64_t next; };
+void es__klook_start(struct es_klook *l);
+int64_t es__klook_due(struct es_klook *l);
+void es__klook_found(struct es_klook *l, int64_t now, int found);
 extern unsigned long es__klooks;   /* looks made (tests) */
 /* the calling thread's eventfd for es_wake */
 int es__tl_efd(void);

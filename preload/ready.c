@@ -257,33 +257,42 @@ struct fdwait {
 	const sigset_t *mask;
 	int dev_err;
 	int k;                   /* the caller's fds the last sleep (or look) found ready */
-	unsigned turns;
-	int64_t klook_next;      /* the spin's next look at the caller's fds */
+	struct es_klook kl;      /* the spin's looks at the caller's fds */
 };
 
-/* The spin's looks at a wait's kernel fds (here and epwait.c): 20 us apart
- * while they find something, doubling up to 1 ms per thread while they find
- * nothing (a stream's reader spinning in select for EMP data, with no kernel
- * fd that ever answers, paid a ppoll per 20 us: 90 calls per MB). */
+/* The spin's looks at a wait's kernel fds (here and epwait.c): asked on
+ * every 8th turn, 20 us apart while they find something, doubling up to 1 ms
+ * per thread while they find nothing (a stream's reader spinning in select
+ * for EMP data, with no kernel fd that ever answers, paid a ppoll per 20 us:
+ * 90 calls per MB). */
 #define KLOOK_MIN_NS 20000
 #define KLOOK_MAX_NS 1000000
 static __thread int64_t klook_gap = KLOOK_MIN_NS;
-
-int64_t es__klook_next(int64_t now)
-{
-	return now + klook_gap;
-}
-
 unsigned long es__klooks;           /* looks made, all threads (tests) */
 
-void es__klook_found(int found)
+void es__klook_start(struct es_klook *l)
+{
+	l->turns = 0;
+	l->next = es__now_ns() + klook_gap;
+}
+
+int64_t es__klook_due(struct es_klook *l)
+{
+	if (++l->turns & 7)
+		return 0;
+	int64_t now = es__now_ns();
+	return now >= l->next ? now : 0;
+}
+
+void es__klook_found(struct es_klook *l, int64_t now, int found)
 {
 	__atomic_add_fetch(&es__klooks, 1, __ATOMIC_RELAXED);
 	klook_gap = found ? KLOOK_MIN_NS : klook_gap * 2 > KLOOK_MAX_NS ? KLOOK_MAX_NS : klook_gap * 2;
+	l->next = now + klook_gap;
 }
 
 /* A wait whose kernel fds are the application's (poll, select: wk->look_fds)
- * has its spin look at them now and then (one ppoll, es__klook_next): one
+ * has its spin look at them now and then (one ppoll, es__klook_due): one
  * that became ready is answered then, not when the spin gives up (up to 8 x
  * spin_us). Only the spin looks (not between arming and the sleep), and
  * other waits (a read's liveness set) do not. */
@@ -292,15 +301,12 @@ static int fw_done(void *arg)
 	struct fdwait *a = arg;
 	if (atomic_load(&a->wk->hit))
 		return 1;
-	if (!a->wk->look_fds || a->k || atomic_load(&a->wk->asleep) || (++a->turns & 7))
-		return 0;
-	int64_t now = es__now_ns();
-	if (now < a->klook_next)
+	int64_t now;
+	if (!a->wk->look_fds || a->k || atomic_load(&a->wk->asleep) || !(now = es__klook_due(&a->kl)))
 		return 0;
 	struct timespec z = { 0, 0 };
 	int r = R_(ppoll)(a->p, (nfds_t)a->n, &z, NULL);
-	es__klook_found(r > 0);
-	a->klook_next = es__klook_next(now);
+	es__klook_found(&a->kl, now, r > 0);
 	if (r <= 0)
 		return 0;
 	for (int i = 0; i < a->n; i++)
@@ -377,7 +383,8 @@ static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout
 		return r < 0 ? (errno == EINTR ? -EINTR : -errno) : r > 0 ? 2 : 0;
 	}
 	es__held_flush();        /* the writes this thread coalesced leave before it waits */
-	struct fdwait a = { wk, p, n, mask, 0, 0, 0, es__klook_next(es__now_ns()) };
+	struct fdwait a = { wk, p, n, mask, 0, 0, { 0, 0 } };
+	es__klook_start(&a.kl);
 	p[n].fd = emp_wait_fd(ep);
 	p[n].events = POLLIN;
 	p[n].revents = 0;
