@@ -12,7 +12,8 @@
 #include "driver.h"
 
 #define AFP_TX_BATCH 256    /* frames per sendmmsg (the engine's batch is up to 256) */
-#define AFP_TXRING_DEFAULT 1   /* EMP_AFP_TX unset: 1 the tx ring (once built), 0 sendmmsg */
+enum { AFP_TX_MMSG, AFP_TX_RING, AFP_TX_RINGFRAGS };   /* EMP_AFP_TX: mmsg, ring, ringfrags */
+#define AFP_TXRING_DEFAULT AFP_TX_RING   /* EMP_AFP_TX unset: the tx ring (once built), linear skbs */
 
 /* how the receive socket is read (afp.mode, changed by the builder thread) */
 enum {
@@ -42,10 +43,11 @@ struct afp {
 	uint64_t truncated, oversize;
 	uint64_t kdrops;        /* the kernel's tp_drops of fd, summed (reading resets them) */
 	/* transmit ring (afp_txring.c), built off the critical path */
-	int want_txring;        /* EMP_AFP_TX: build it */
+	int want_txring;        /* EMP_AFP_TX: AFP_TX_RING / _RINGFRAGS build it */
 	int qdisc_bypass;
 	int txring_up;          /* published (release) once trfd and tring are ready */
 	int trfd;
+	unsigned tvnet;          /* virtio_net_hdr before each frame (linear skb) */
 	uint8_t *tring;
 	size_t tring_len;
 	unsigned tframe_size, tblock_size, tper_block, tnframes;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/if_packet.h>
+#include <linux/virtio_net.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -14,13 +15,21 @@
 /*
  * Each frame (Ethernet + EMP header and the caller's pieces) is copied into
  * the next free ring slot, marked TP_STATUS_SEND_REQUEST, and one sendto()
- * with no data hands every marked slot to the kernel: tpacket_snd copies the
- * MAC header into the skb and attaches the rest of the slot's pages to it
- * (no copy), and the slot goes back to TP_STATUS_AVAILABLE when the skb is
- * freed (on veth, once the peer's receive path has copied it). So a frame
- * costs one copy in user space instead of sendmmsg's copy in the kernel, and
- * the kernel walks no msghdr or iovec per frame. A slot still held by the
- * kernel ends the burst (the engine sends the rest again at its next poll).
+ * with no data hands every marked slot to the kernel, which walks no msghdr
+ * or iovec per frame. The slot goes back to TP_STATUS_AVAILABLE when the skb
+ * is freed (on veth, once the peer's receive path has copied it). A slot
+ * still held by the kernel ends the burst (the engine sends the rest again
+ * at its next poll).
+ *
+ * How tpacket_snd builds the skb: by default each slot starts with a
+ * virtio_net_hdr (PACKET_VNET_HDR) whose hdr_len is the whole frame, so the
+ * kernel copies the frame into one linear skb. Without it (EMP_AFP_TX=
+ * ringfrags) it copies the MAC header and attaches the slot's pages as
+ * fragments; a device without scatter-gather (veth with offloads off) then
+ * linearises every skb (a second allocation and the same copy), and the
+ * peer's tpacket_rcv copies out of page fragments: on veth, offloads on or
+ * off, the linear frame measured cheaper per byte for the sender (README,
+ * Performance).
  *
  * Setting PACKET_TX_RING costs an RCU grace period, so the ring is built on
  * a socket of its own by afp_lazy.c's builder thread (or at open with
@@ -45,15 +54,18 @@ static struct tpacket2_hdr *tslot(const struct afp *a, unsigned i)
 				       (size_t)(i % a->tper_block) * a->tframe_size);
 }
 
-/* The mode EMP_AFP_TX asks for: "ring" 1, "mmsg" 0; unset or anything
- * else the default (AFP_TXRING_DEFAULT). */
+/* The mode EMP_AFP_TX asks for: "ring" AFP_TX_RING, "ringfrags"
+ * AFP_TX_RINGFRAGS, "mmsg" AFP_TX_MMSG; unset or anything else the
+ * default (AFP_TXRING_DEFAULT). */
 int emp__afp_txring_wanted(void)
 {
 	const char *e = secure_getenv("EMP_AFP_TX");
 	if (e && !strcmp(e, "ring"))
-		return 1;
+		return AFP_TX_RING;
+	if (e && !strcmp(e, "ringfrags"))
+		return AFP_TX_RINGFRAGS;
 	if (e && !strcmp(e, "mmsg"))
-		return 0;
+		return AFP_TX_MMSG;
 	return AFP_TXRING_DEFAULT;
 }
 
@@ -63,7 +75,8 @@ int emp__afp_txring_open(struct afp *a)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	unsigned page = pg > 0 ? (unsigned)pg : 4096;
-	unsigned fsz = TPACKET_ALIGN(TXR_DATA_OFF + a->mtu + EMP_ETH_HLEN + 4);
+	unsigned vnet = a->want_txring == AFP_TX_RING ? (unsigned)sizeof(struct virtio_net_hdr) : 0;
+	unsigned fsz = TPACKET_ALIGN(TXR_DATA_OFF + vnet + a->mtu + EMP_ETH_HLEN + 4);
 	unsigned block = TXR_BLOCK;
 	while (block < fsz)
 		block *= 2;
@@ -78,6 +91,9 @@ int emp__afp_txring_open(struct afp *a)
 	if (fd < 0)
 		return -errno;
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = a->ifindex };
+	/* no PACKET_VNET_HDR (a kernel without it): fragments */
+	if (vnet && emp__sys_setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) < 0)
+		vnet = 0;
 	if (emp__sys_setsockopt(fd, SOL_PACKET, PACKET_VERSION, &ver, sizeof(ver)) < 0 ||
 	    emp__sys_setsockopt(fd, SOL_PACKET, PACKET_LOSS, &one, sizeof(one)) < 0 ||
 	    (a->qdisc_bypass &&
@@ -103,6 +119,7 @@ int emp__afp_txring_open(struct afp *a)
 	a->trfd = fd;
 	a->tring = ring;
 	a->tring_len = len;
+	a->tvnet = vnet;
 	a->tframe_size = fsz;
 	a->tblock_size = block;
 	a->tper_block = per;
@@ -163,13 +180,19 @@ static uint32_t build(struct afp *a, struct tpacket2_hdr *h, const struct emp_tx
 		return 0;
 	}
 	uint8_t *d = (uint8_t *)h + TXR_DATA_OFF;
+	if (a->tvnet) {
+		/* no flags, no GSO: hdr_len is how much goes into the linear part */
+		struct virtio_net_hdr v = { .hdr_len = (uint16_t)len };
+		memcpy(d, &v, sizeof(v));
+		d += sizeof(v);
+	}
 	memcpy(d, t->hdr, t->hdr_len);
 	d += t->hdr_len;
 	for (uint32_t j = 0; j < t->npieces && j < EMP_TX_PIECES; j++) {
 		memcpy(d, t->piece[j].p, t->piece[j].len);
 		d += t->piece[j].len;
 	}
-	h->tp_len = len;
+	h->tp_len = len + a->tvnet;
 	__atomic_store_n(&h->tp_status, TP_STATUS_SEND_REQUEST, __ATOMIC_RELEASE);
 	a->thead = a->thead + 1 == a->tnframes ? 0 : a->thead + 1;
 	return len;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_core_txring: the AF_PACKET driver's transmit ring (afp_txring.c, EMP_AFP_TX=ring): bulk messages and a ping-pong go through it intact (checksummed frames), and EMP_AFP_TX=mmsg keeps sendmmsg.
+# t_core_txring: the AF_PACKET driver's transmit ring (afp_txring.c, EMP_AFP_TX=ring: linear frames behind a virtio_net_hdr; ringfrags: page fragments): bulk messages and a ping-pong go through it intact (checksummed frames), and EMP_AFP_TX=mmsg keeps sendmmsg.
 # timeout: 120
 . "$(dirname "$0")/lib.sh"
 cluster_up
@@ -25,6 +25,10 @@ run ring -m 1000000,4,64,70000
 ring_sendto=$(calls ring sendto); ring_mmsg=$(calls ring sendmmsg)
 expect "ring: the bulk sender flushed its ring with sendto (${ring_sendto:-0} calls, sendmmsg ${ring_mmsg:-0})" \
 	[ "${ring_sendto:-0}" -gt "$(( ${ring_mmsg:-0} * 2 ))" ]
+# the same ring with the slots' pages attached as fragments (no virtio_net_hdr)
+run ringfrags -m 1000000,4,64,70000
+frag_sendto=$(calls ringfrags sendto)
+expect "ringfrags: the bulk sender flushed its ring with sendto (${frag_sendto:-0} calls)" [ "${frag_sendto:-0}" -gt 100 ]
 run mmsg -m 1000000,4,64,70000
 mmsg_sendto=$(calls mmsg sendto); mmsg_mmsg=$(calls mmsg sendmmsg)
 expect "mmsg: sendmmsg only (${mmsg_mmsg:-0} calls, sendto ${mmsg_sendto:-0})" \
