@@ -81,7 +81,6 @@ struct afp {
 	pthread_cond_t cv;
 };
 
-int emp__afp_high_fd(int fd);   /* a builder-thread socket moved to fd >= 256 (afpacket.c) */
 int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, size_t errlen);
 int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max);
 void emp__afp_ring_rx_release(struct afp *a, unsigned n);

@@ -278,7 +278,7 @@ static int attach_watched(struct afp *a, int h)
 static void *builder(void *arg)
 {
 	struct afp *a = arg;
-	int h = emp__afp_high_fd(emp__afp_filtered_socket(a));
+	int h = emp__sys_fd_high(emp__afp_filtered_socket(a));
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(a->etype),
 				   .sll_ifindex = a->ifindex };
 	if (h < 0 || emp__sys_bind(h, (struct sockaddr *)&sll, sizeof(sll)) < 0) {

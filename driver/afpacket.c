@@ -134,17 +134,6 @@ static void release_slot(struct afp *a)
  * to a descriptor number of 256 or more: a number the application has just
  * closed (and may still name by mistake in another thread) is not taken for
  * the life of the endpoint. fd < 0 is passed through. */
-int emp__afp_high_fd(int fd)
-{
-	if (fd < 0)
-		return fd;
-	int h = emp__sys_fcntl(fd, F_DUPFD_CLOEXEC, 256);
-	if (h < 0)
-		return fd;
-	emp__sys_close(fd);          /* the same socket stays open under h: no release */
-	return h;
-}
-
 int emp__afp_filtered_socket(const struct afp *a)
 {
 	struct sock_filter code[] = {
@@ -308,7 +297,7 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 	a->kick_arg = p->kick_arg;
 	/* the send socket first: the interface ioctls go to it (closing a spare
 	 * AF_PACKET socket would cost a grace period) */
-	a->txfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	a->txfd = emp__sys_fd_high(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (a->txfd < 0) {
 		rc = -errno;
 		if (rc == -EPERM || rc == -EACCES)
@@ -319,7 +308,7 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 	}
 	if ((rc = if_info(a, p)) < 0)
 		goto fail;
-	a->fd = emp__afp_filtered_socket(a);
+	a->fd = emp__sys_fd_high(emp__afp_filtered_socket(a));
 	if (a->fd < 0) {
 		rc = a->fd;
 		seterr(p, "emp: afpacket: attaching the BPF filter: %s", strerror(-rc));

@@ -10,6 +10,7 @@
 #ifndef EMP_SYS_H
 #define EMP_SYS_H
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -34,6 +35,31 @@ static inline int emp__sys_getsockopt(int fd, int lv, int nm, void *v, socklen_t
 }
 static inline int emp__sys_ioctl(int fd, unsigned long req, void *arg) { return (int)syscall(SYS_ioctl, fd, req, arg); }
 static inline int emp__sys_fcntl(int fd, int cmd, long arg) { return (int)syscall(SYS_fcntl, fd, cmd, arg); }
+
+/* The library's own fds (device sockets, wake-up and timer fds, a closing
+ * connection's private copy of its kernel socket) live at EMP__FD_HIGH and
+ * up: the lowest free number is often one the application has just closed,
+ * and a program that closes a number twice (a harmless EBADF without us;
+ * iperf3's server does it to its streams) would close ours instead.
+ * emp__sys_dup_high: a close-on-exec copy up there, else the lowest free;
+ * emp__sys_fd_high: fd itself moved up there (kept where it is if nothing
+ * is free up there or the limit is lower). */
+#define EMP__FD_HIGH 256
+static inline int emp__sys_dup_high(int fd)
+{
+	int h = emp__sys_fcntl(fd, F_DUPFD_CLOEXEC, EMP__FD_HIGH);
+	return h >= 0 ? h : emp__sys_fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+static inline int emp__sys_fd_high(int fd)
+{
+	if (fd < 0 || fd >= EMP__FD_HIGH)
+		return fd;
+	int h = emp__sys_fcntl(fd, F_DUPFD_CLOEXEC, EMP__FD_HIGH);
+	if (h < 0)
+		return fd;
+	emp__sys_close(fd);          /* the same file stays open under h */
+	return h;
+}
 static inline ssize_t emp__sys_send(int fd, const void *b, size_t n, int fl)
 {
 	return syscall(SYS_sendto, fd, b, n, fl, NULL, 0);

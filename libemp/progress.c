@@ -310,7 +310,7 @@ int emp__progress_start(struct emp_endpoint *ep)
 		return -ENOMEM;
 	}
 	pg->fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
-	pg->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	pg->tfd = emp__sys_fd_high(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
 	pg->armed = UINT64_MAX;
 	pg->tick_s = TICK_MIN;
 	if (pg->tfd >= 0) {

@@ -241,7 +241,7 @@ static __thread int wake_efd = -1;
 static int thread_wake_fd(void)
 {
 	if (wake_efd < 0)
-		wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		wake_efd = emp__sys_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	return wake_efd;
 }
 

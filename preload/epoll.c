@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "epoll_int.h"
+#include "sys.h"
 
 pthread_mutex_t es__ep_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t *const es__lk_ep = &es__ep_lock;   /* held across fork (fork.c) */
@@ -198,7 +199,7 @@ int es__ep_set_arm(struct es_epset *set)
 	}
 	struct epoll_event ev = { .events = EPOLLIN };
 	if (!set->armed) {
-		set->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		set->efd = emp__sys_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 		ev.data.u64 = es__ep_cookie + C_WAKE;
 		if (set->efd < 0 || R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, set->efd, &ev) < 0) {
 			int e = errno;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "es.h"
+#include "sys.h"
 
 static void *_Atomic *tab;
 static int tabn;
@@ -184,7 +185,7 @@ static void keep_kernel_fd(struct es_sock *s)
 {
 	if (s->kfd_own)
 		return;
-	int k = R_(fcntl)(s->kfd, F_DUPFD_CLOEXEC, 3);
+	int k = emp__sys_dup_high(s->kfd);
 	if (k < 0)
 		return;
 	es__sock_lock(s);

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "sys.h"
 
 static void free_conn(struct es_conn *c)
 {
@@ -251,7 +252,7 @@ static void reaper_start(void)
 		return;
 	pthread_mutex_lock(&reaper_mu);
 	if (reaper_efd < 0) {
-		int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		int efd = emp__sys_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 		sigset_t all, old;
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);   /* the application's signals go to its threads */
@@ -378,7 +379,7 @@ static void zombify(struct es_sock *s)
 	c->zdl = now + 10000000000ll;
 	if (!c->last_ctrl_ns)
 		c->last_ctrl_ns = now;
-	int zfd = s->kfd_own ? s->kfd : R_(fcntl)(s->kfd, F_DUPFD_CLOEXEC, 3);   /* the shim's already */
+	int zfd = s->kfd_own ? s->kfd : emp__sys_dup_high(s->kfd);   /* the shim's already */
 	s->kfd_own = 0;
 	if (zfd >= 0)
 		s->kfd = zfd;

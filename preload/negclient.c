@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "neg.h"
+#include "sys.h"
 
 static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t *const es__lk_neg = &neg_lock;
@@ -127,7 +128,7 @@ static void *responder(void *arg);
 static void start_responder(void)
 {
 	rep_state = -1;
-	rep_ep = R_(epoll_create1)(EPOLL_CLOEXEC);
+	rep_ep = emp__sys_fd_high(R_(epoll_create1)(EPOLL_CLOEXEC));
 	if (rep_ep < 0)
 		return;
 	pthread_attr_t at;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "sys.h"
 
 static atomic_int hooks_active;
 
@@ -143,7 +144,7 @@ int es__live_fd(void)
 		 * the parent's sockets; closing our copy leaves it alone) */
 		if (live_fd >= 0)
 			R_(close)(live_fd);
-		live_fd = R_(epoll_create1)(EPOLL_CLOEXEC);
+		live_fd = emp__sys_fd_high(R_(epoll_create1)(EPOLL_CLOEXEC));
 		live_gen = es__g.gen;
 	}
 	pthread_mutex_unlock(&live_mu);
@@ -243,7 +244,7 @@ int es__tl_efd(void)
 		return tl_efd;
 	if (tl_efd >= 0)
 		R_(close)(tl_efd);
-	tl_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	tl_efd = emp__sys_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	tl_gen = es__g.gen;
 	pthread_once(&tl_once, tl_key_init);
 	pthread_setspecific(tl_key, (void *)(intptr_t)(tl_efd + 1));   /* closed at thread exit */

@@ -264,6 +264,42 @@ static void t_sim_close_unread(void)
 		CHECK_EQ(h_ctr(&w.h, i).drops[EMP_DROP_NO_RECV], 0);
 }
 
+/* A program that closes a socket twice (iperf3's server does; over TCP the
+ * second close is a harmless EBADF) must not close the shim's private copy
+ * of another connection's kernel socket: the copy a close makes for the
+ * teardown is numbered high (es__dup_high), not at the number a close has
+ * just freed, and so are the shim's own fds made meanwhile (here the
+ * thread's wake-up eventfd). The second connection's bytes and FIN still
+ * reach its peer. */
+static void t_sim_double_close(void)
+{
+	struct sw a, b;
+	sw_open(&a, NULL, 4, 1024);
+	b.h = a.h;
+	sw_streams(&b, 4, 1024, 1);
+	CHECK_EQ(write(b.fd[0], "tail!", 5), 5);
+	int fa = a.fd[0], fb = b.fd[0];
+	CHECK(close(fa) == 0);
+	CHECK(close(fb) == 0);        /* its copy took fa's number on the old shim */
+	errno = 0;
+	CHECK_EQ(close(fa), -1);
+	CHECK_EQ(errno, EBADF);
+	CHECK(b.s[0]->kfd != fa && a.s[0]->kfd != fb);
+	char c[8];
+	CHECK_EQ(R_(recv)(b.s[0]->kfd, c, 1, MSG_PEEK | MSG_DONTWAIT), -1);   /* still open: no EBADF */
+	CHECK_EQ(errno, EAGAIN);
+	settle_reaping(&a);
+	CHECK_EQ(read(b.fd[1], c, sizeof c), 5);
+	CHECK(memcmp(c, "tail!", 5) == 0);
+	CHECK_EQ(read(b.fd[1], c, sizeof c), 0);      /* its FIN, not a reset */
+	CHECK_EQ(b.s[1]->c->err, 0);
+	CHECK_EQ(read(a.fd[1], c, sizeof c), 0);
+	CHECK(close(a.fd[1]) == 0 && close(b.fd[1]) == 0);
+	settle_reaping(&a);
+	CHECK_EQ(es__zombies_reap(), 0);
+	h_free(&a.h);
+}
+
 /* The event mask follows the stream: POLLIN only once data has arrived (not
  * when it was written), gone when it is read; poll and a level-triggered
  * epoll set report it the same way; each change bumps the socket's seq */
@@ -636,6 +672,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_flow_control", t_sim_flow_control, 20 },
 	{ "shim_sim_half_close", t_sim_half_close, 20 },
 	{ "shim_sim_close_unread", t_sim_close_unread, 20 },
+	{ "shim_sim_double_close", t_sim_double_close, 20 },
 	{ "shim_sim_readiness", t_sim_readiness, 20 },
 	{ "shim_sim_epoll_edges", t_sim_epoll_edges, 20 },
 	{ "shim_sim_forged", t_sim_forged, 20 },
