@@ -102,7 +102,7 @@ extern __thread int emp__tl_progress;   /* this thread is the progress thread */
 /* spinning threads yield the CPU at least this often (a peer may share it);
  * the interval grows while yields find nobody else to run */
 #define EMP__YIELD_NS 1000ull
-#define EMP__YIELD_MAX_NS 64000ull
+#define EMP__YIELD_MAX_NS 1000000ull
 /* deferred posts leave at most this long after the first (progress thread),
  * or when this many posts or bytes have gathered */
 #define EMP__DEFER_NS 200000ull
