@@ -47,7 +47,7 @@ struct afp {
 	int qdisc_bypass;
 	int txring_up;          /* published (release) once trfd and tring are ready */
 	int trfd;
-	unsigned tvnet;          /* virtio_net_hdr before each frame (linear skb) */
+	unsigned tvnet;         /* virtio_net_hdr before each frame (linear skb) */
 	uint8_t *tring;
 	size_t tring_len;
 	unsigned tframe_size, tblock_size, tper_block, tnframes;

@@ -130,10 +130,6 @@ static void release_slot(struct afp *a)
 
 /* A receive socket that hears nothing yet (protocol 0) with the locked BPF
  * filter: EtherType == etype at 12 and dst endpoint == our id; -errno. */
-/* A socket the ring builder opens beside the application's threads moves
- * to a descriptor number of 256 or more: a number the application has just
- * closed (and may still name by mistake in another thread) is not taken for
- * the life of the endpoint. fd < 0 is passed through. */
 int emp__afp_filtered_socket(const struct afp *a)
 {
 	struct sock_filter code[] = {
