@@ -264,6 +264,8 @@ int es__neg_fallback(struct es_sock *s, const char *why)
 	}
 	es__dbg("fd %d: kernel TCP with %s:%u: %s", fd, inet_ntoa(s->remote.sin_addr),
 		ntohs(s->remote.sin_port), why);
+	if (!s->server && s->ng.early)
+		es__negc_replay(s);   /* the first write went over EMP: again on kernel TCP */
 	es__drop_to_kernel(fd, s);
 	return ES_CAND;
 }
@@ -592,6 +594,23 @@ int es__settle_begin(int fd, struct es_sock *s)
 	pthread_cond_broadcast(&settle_cv);
 	pthread_mutex_unlock(&settle_mu);
 	return res;
+}
+
+ssize_t es__settle_early(int fd, struct es_sock *s, const struct iovec *iov, int n, int flags)
+{
+	pthread_mutex_lock(&settle_mu);
+	if (es__sock(fd) != s || s->ng.settling || s->state != ES_PENDING || s->server) {
+		pthread_mutex_unlock(&settle_mu);
+		return -2;
+	}
+	s->ng.settling = 1;
+	pthread_mutex_unlock(&settle_mu);
+	ssize_t r = es__negc_early(s, iov, n, flags);
+	pthread_mutex_lock(&settle_mu);
+	s->ng.settling = 0;
+	pthread_cond_broadcast(&settle_cv);
+	pthread_mutex_unlock(&settle_mu);
+	return r;
 }
 
 static void child_fix(int fd, void *o, void *arg)
