@@ -329,6 +329,8 @@ int es__settle_begin(int fd, struct es_sock *s);
  * es__negc_early): bytes sent, -1 with errno, or -2 when it cannot go so
  * (the caller settles and writes as usual). */
 ssize_t es__settle_early(int fd, struct es_sock *s, const struct iovec *iov, int n, int flags);
+/* at exit (es__flush_all): such sockets to their outcome (negclient.c) */
+void es__negc_settle_pending(void);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 

@@ -557,6 +557,40 @@ void es__negc_replay(struct es_sock *s)
 		R_(shutdown)(s->kfd, SHUT_RDWR);   /* a stream with a hole: broken, not silently short */
 }
 
+/* At exit: sockets whose blocking connect returned before the server's
+ * HELLO are brought to their outcome first, so that an EMP one closes with
+ * its FIN exchange like any other (es__flush_all) and the server never
+ * sees a kernel EOF without it. */
+struct early_set { int n, cap; int *fd; };
+
+static void early_one(int fd, void *o, void *arg)
+{
+	struct early_set *e = arg;
+	struct es_sock *sk = o;
+	if (sk->kind != ES_KIND_SOCK || sk->state != ES_PENDING || sk->ng.conn_ret != 2)
+		return;
+	if (e->n == e->cap) {
+		int nc = e->cap ? e->cap * 2 : 16, *nf = realloc(e->fd, (size_t)nc * sizeof *nf);
+		if (!nf)
+			return;
+		e->fd = nf;
+		e->cap = nc;
+	}
+	e->fd[e->n++] = fd;
+}
+
+void es__negc_settle_pending(void)
+{
+	struct early_set e = { 0 };
+	es__fd_foreach(early_one, &e);
+	for (int i = 0; i < e.n; i++) {
+		struct es_sock *sk = es__sock(e.fd[i]);
+		if (sk && sk->state == ES_PENDING && sk->ng.conn_ret == 2)
+			es__settle(e.fd[i], sk);
+	}
+	free(e.fd);
+}
+
 /* fork.c: the child has no responder and a copy of the registry it must not use. */
 void es__negc_atfork_child(void)
 {

@@ -85,4 +85,39 @@ expect "3 connections echoed intact" test "$(grep -c '^ok 1 conns' "$T/r.log")" 
 replayed=$(grep -c "sent again on kernel TCP (100 went)" "$T/r.log" || true)
 at_least "first writes sent again on kernel TCP after the refusal" "$replayed" 1
 expect "the server refused EMP after the ACCEPT" grep -q "cannot set up EMP (descriptors, peers?)" "$T/small.log"
+# 4. a client that writes and exits without closing or reading (its socket still open at exit):
+#    the server reads the bytes and then a clean end of stream (the exit brings the connection to
+#    its outcome and closes it with its FIN exchange), not a reset
+cat >"$T/sink.py" <<'EOF'
+import socket, sys
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("10.77.0.2", 7342)); l.listen(8)
+print("listening", flush=True)
+for i in range(3):
+    c, _ = l.accept()
+    got, end = b"", "EOF"
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            got += d
+    except OSError as e:
+        end = "error %s" % e
+    print("got %d bytes, %s" % (len(got), end), flush=True)
+    c.close()
+EOF
+bg 2 "$T/sink.log" "$ER" --strict --debug python3 "$T/sink.py"
+wait_port 2 7342
+for i in 1 2 3; do
+	on 1 "$ER" --strict python3 -c '
+import os, socket
+s = socket.create_connection(("10.77.0.2", 7342))
+s.sendall(b"x" * 1000)
+os.dup(s.fileno())   # still open at exit
+' || fail "fire-and-forget client"
+done
+for i in $(seq 100); do [ "$(grep -c '^got' "$T/sink.log")" -ge 3 ] && break; sleep 0.05; done
+grep '^got' "$T/sink.log"
+expect "3 fire-and-forget connections read to a clean EOF with every byte" test "$(grep -c '^got 1000 bytes, EOF' "$T/sink.log")" = 3
 echo "PASS"
