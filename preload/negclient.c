@@ -422,7 +422,8 @@ void es__negc_forget(struct es_sock *s)
 /* A connected client socket (PENDING) to a decision; the caller is its only settler. */
 int es__negc_settle(struct es_sock *s)
 {
-	int inherited = s->ng.reg && s->ng.gen != es__g.gen;   /* registered by the parent */
+	/* registered by the parent, or answered there by a connect that returned early */
+	int inherited = (s->ng.reg || s->ng.conn_ret == 2) && s->ng.gen != es__g.gen;
 	if (inherited && s->ng.st == NG_ACCEPTED) {   /* the parent's endpoint has this connection */
 		es__dbg("fd %d: negotiated by the parent process", s->kfd);
 		if (s->c)
@@ -481,6 +482,7 @@ int es__negc_settle(struct es_sock *s)
 		pthread_mutex_unlock(&neg_lock);
 		if (back) {              /* a blocking connect: the first write may go now (es__negc_early) */
 			s->ng.conn_ret = 2;
+			s->ng.gen = es__g.gen;   /* a forked child's copy is the parent's (below) */
 			return ES_PENDING;
 		}
 		if (emp || why)
@@ -513,7 +515,7 @@ ssize_t es__negc_early(struct es_sock *s, const struct iovec *iov, int n, int fl
 	if (!total || total > EARLY_MAX || (flags & ~(MSG_NOSIGNAL | MSG_DONTWAIT)) || s->ng.early)
 		return -2;
 	pthread_mutex_lock(&neg_lock);
-	int ok = s->ng.st == NG_ACCEPTED && s->c;
+	int ok = s->ng.st == NG_ACCEPTED && s->c && s->c->gen == es__g.gen && s->ng.gen == es__g.gen;
 	pthread_mutex_unlock(&neg_lock);
 	if (!ok)
 		return -2;
