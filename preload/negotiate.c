@@ -12,17 +12,20 @@
  *                                                       mark -> kernel TCP, no message
  *                                                     - first use: a UDP socket bound to
  *                                                       its TCP (ip, P), connected to (ip, u);
- *                                                       control receives posted from any
- *                                                       endpoint of the client's host
+ *                                                       control and data receives posted from
+ *                                                       any endpoint of the client's host
  *                                                       OFFER {ep, conn id, buffers, 4-tuple,
  *            <------------ UDP (P -> u) --------------  skey}, resent every 4..20 ms
  *  - OFFER from (ip, P), in bounds: post receives,
  *    ACCEPT {ep, conn id, buffers, skey, ckey} ------> - ACCEPT with skey: hold the peer
  *    HELLO (carries skey) ------------- EMP --------> - HELLO with skey from the endpoint
- *                                                       the ACCEPT named: receives from it,
- *                                                       connection is EMP
+ *    (a blocking connect returns here)                  the ACCEPT named: control receives
+ *    first write (data, key) ---------- EMP -------->   from it, data counted only from it
+ *                                                       and with the key (the first write is
+ *                                                       read from then on), connection is EMP
  *  - HELLO with ckey <-------------- EMP ------------   HELLO (carries ckey)
- *    connection is EMP
+ *    connection is EMP (if REJECT instead: the first
+ *    write again on kernel TCP, negclient.c)
  *
  * Binding to the kernel connection: a datagram's source address is checked by
  * the kernel (both UDP sockets are connected), and only the client's user
