@@ -478,7 +478,8 @@ int es__negc_settle(struct es_sock *s)
 					k->plain_ns = now;
 			}
 		}
-		int back = s->ng.conn_ret == 1 && s->ng.st == NG_ACCEPTED && !emp && !why;
+		/* even if the server's HELLO is in already (this thread lost its CPU a while) */
+		int back = s->ng.conn_ret == 1 && s->ng.st == NG_ACCEPTED && !why;
 		pthread_mutex_unlock(&neg_lock);
 		if (back) {              /* a blocking connect: the first write may go now (es__negc_early) */
 			s->ng.conn_ret = 2;
