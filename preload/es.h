@@ -157,6 +157,7 @@ struct es_sock {
 
 	/* what the application set (sock.c) */
 	int nonblock;
+	int bound;                       /* bind() seen: a client's port may be its own (negclient.c) */
 	int linger0;
 	unsigned tcpopt;                 /* bit n: TCP option n (NODELAY, CORK, QUICKACK) is on */
 	int64_t linger_ns;               /* SO_LINGER on with a timeout: close() waits this long for our FIN */

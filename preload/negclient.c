@@ -358,12 +358,16 @@ int es__negc_prepare(struct es_sock *s, const struct sockaddr_in *to)
 			inet_ntoa(to->sin_addr), ntohs(to->sin_port));
 		return 0;
 	}
+	/* a port the program bound is known now (one system call, only then);
+	 * any other port is the kernel's pick at connect, read after it */
 	struct sockaddr_storage a;
 	socklen_t l = sizeof a;
-	if (R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
+	in_port_t aport = 0;
+	if (s->bound && R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
 		return 0;
-	in_port_t aport = a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
-						  : ((struct sockaddr_in *)&a)->sin_port;
+	if (s->bound)
+		aport = a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
+						: ((struct sockaddr_in *)&a)->sin_port;
 	/* The UDP twin takes the TCP port's number: the program's own port now,
 	 * else the one the kernel picks at connect (es__negc_bind; connect
 	 * picks it the way it does for any connection: ports held in TIME_WAIT

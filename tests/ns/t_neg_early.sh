@@ -83,6 +83,21 @@ s.close()' >"$T/nb.log" 2>&1 || { cat "$T/nb.log"; fail "non-blocking client"; }
 expect "non-blocking connect: bytes intact over EMP" grep -q '^nb intact' "$T/nb.log"
 expect "non-blocking connect: first write right behind the HELLO" grep -q 'first write (300 bytes) sent right behind our HELLO' "$T/nb.log"
 
+# 2c. a client that binds its own port first: its side channel takes that port before the connect
+on 1 "$ER" --strict --debug python3 -c '
+import socket
+s = socket.socket()
+s.bind(("0.0.0.0", 40123))
+s.connect(("10.77.0.2", 7340))
+s.sendall(b"b" * 200)
+b = b""
+while len(b) < 200:
+    b += s.recv(4096)
+print("bound intact" if b == b"b" * 200 else "bound CORRUPT")
+s.close()' >"$T/bound.log" 2>&1 || { cat "$T/bound.log"; fail "bound client"; }
+expect "a client on its own bound port: bytes intact over EMP" grep -q '^bound intact' "$T/bound.log"
+expect "... and the connection was EMP" grep -q 'EMP with 10.77.0.2:7340' "$T/bound.log"
+
 # 3. a server that refuses after the client's ACCEPT (its descriptors run out at the proof: 64, 40
 #    buffers a connection): the first write goes again on kernel TCP, intact (3 client processes,
 #    a second apart: a refused connection keeps its receives for a grace second)
