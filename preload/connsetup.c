@@ -208,10 +208,12 @@ int es__conn_post_data(struct es_conn *c)
 }
 
 /* The server learns the client's endpoint from its ACCEPT and has posted
- * control receives from any endpoint of the client's host (the client's
- * HELLO, which proves the endpoint, comes before anything of ours): once
- * proved, the data receives are posted from that endpoint alone and the
- * control receives are posted again for it. Lock held. */
+ * control and data receives from any endpoint of the client's host (the
+ * client's HELLO, which proves the endpoint, comes before anything of ours;
+ * its first data may come right behind it): once proved, the control
+ * receives are posted again from that endpoint alone, and the data receives
+ * (kept: they may hold that first data) count only messages from it
+ * (reap_data). Lock held. */
 int es__conn_bind_ep(struct es_sock *s, uint16_t pep)
 {
 	struct es_conn *c = s->c;
@@ -233,7 +235,7 @@ int es__conn_bind_ep(struct es_sock *s, uint16_t pep)
 		r = es__conn_hold(c);
 	if (r == 0)
 		r = es__conn_post_ctrl(c);
-	if (r == 0)
+	if (r == 0 && !c->data_posted)
 		r = es__conn_post_data(c);
 	es__tl_in--;
 	if (r == -ENOBUFS)

@@ -101,7 +101,8 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
-		if (es__settle(fd, s) == ES_FAILED) {
+		/* blocking: back once our ACCEPT and HELLO are out (negclient.c, es__negc_early) */
+		if (es__settle_w(fd, s, blocking) == ES_FAILED) {
 			errno = ECONNREFUSED;
 			return -1;
 		}
@@ -122,6 +123,11 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	int r = R_(bind)(fd, sa, len);
+	if (r == 0 && !es__tl_in) {
+		struct es_sock *s = es__sock_cand(fd);   /* NULL for all but TCP sockets we watch */
+		if (s && s->state == ES_CAND)
+			s->bound = 1;
+	}
 	if (r < 0 && errno == EADDRINUSE && !es__tl_in) {
 		int type = 0;
 		socklen_t tl = sizeof type;
@@ -417,7 +423,9 @@ static int getsockopt_held(int fd, int level, int name, void *v, socklen_t *len)
 		return 0;
 	}
 	if (s && level == SOL_SOCKET && name == SO_ERROR) {
-		if (es__st_undecided(s))
+		/* a connect whose first write may go right behind our HELLO: the
+		 * kernel's answer (connected) stands until then */
+		if (es__st_undecided(s) && !(s->state == ES_PENDING && s->ng.conn_ret == 2))
 			es__settle(fd, s);
 		s = es__sock(fd);
 		if (s && (s->state == ES_EMP || s->state == ES_FAILED) && v && len &&
