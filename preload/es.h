@@ -320,11 +320,6 @@ int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct socka
  * negotiation is decided (at most its bound), from poll and epoll_wait too.
  * Returns its state, ES_CAND when it went to the kernel (s is freed then). */
 int es__settle(int fd, struct es_sock *s);
-/* the same for a caller that wants to write and nothing else (a blocking
- * connect, a poll for POLLOUT alone): a client socket may stay PENDING once
- * its ACCEPT and HELLO are out, its first write going right behind them
- * (es__settle_early); later settles go to the outcome */
-int es__settle_w(int fd, struct es_sock *s, int wr);
 /* An accepted socket's negotiation started without waiting (its OFFER goes
  * out; es__settle finishes it): an event loop's accept + epoll_ctl ADD for a
  * backlog of connections sends every OFFER at once, not one round trip each.

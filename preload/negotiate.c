@@ -547,16 +547,10 @@ pthread_mutex_t *const es__lk_settle = &settle_mu;
 
 int es__settle(int fd, struct es_sock *s)
 {
-	return es__settle_w(fd, s, 0);
-}
-
-int es__settle_w(int fd, struct es_sock *s, int wr)
-{
 	pthread_mutex_lock(&settle_mu);
 	while (es__sock(fd) == s && s->ng.settling)
 		pthread_cond_wait(&settle_cv, &settle_mu);
-	if (es__sock(fd) != s || !es__st_undecided(s) ||
-	    (wr && s->state == ES_PENDING && s->ng.conn_ret == 2)) {   /* a writer may go ahead */
+	if (es__sock(fd) != s || !es__st_undecided(s)) {
 		int r = es__sock(fd) == s ? s->state : ES_CAND;
 		pthread_mutex_unlock(&settle_mu);
 		return r;
@@ -564,13 +558,9 @@ int es__settle_w(int fd, struct es_sock *s, int wr)
 	s->ng.settling = 1;
 	pthread_mutex_unlock(&settle_mu);
 	int e = errno;
-	if (wr && !s->server && !s->ng.conn_ret)
-		s->ng.conn_ret = 1;   /* a client may stop once its ACCEPT and HELLO are out (negclient.c) */
 	es__reap_hold();   /* callers hold no lock: connections the settle's engine work finished closing go at its end */
 	int r = settle(fd, s);
 	es__reap_release();
-	if (r != ES_CAND && s->ng.conn_ret == 1)
-		s->ng.conn_ret = 0;   /* it did not stop there: the next settle goes to the outcome */
 	if (r != ES_FAILED)
 		errno = e;
 	pthread_mutex_lock(&settle_mu);

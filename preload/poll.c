@@ -74,14 +74,6 @@ struct pcall {
 	const sigset_t *mask;
 };
 
-/* a poll for POLLOUT alone (a non-blocking connect's wait) settles a client
- * socket only until its ACCEPT and HELLO are out: the kernel socket then says
- * writable, and the first write goes right behind the HELLO */
-static int out_only(const struct pollfd *p)
-{
-	return (p->events & POLLOUT) && !(p->events & (POLLIN | POLLPRI | POLLRDHUP));
-}
-
 /* settle what is undecided, put a waiter on each EMP socket, the rest in t */
 static void pc_arm(struct pcall *pc)
 {
@@ -89,7 +81,7 @@ static void pc_arm(struct pcall *pc)
 	for (nfds_t i = 0; i < pc->n; i++) {
 		struct es_sock *s = es__sock_get(pc->fds[i].fd);   /* held until the call returns */
 		if (s && es__st_undecided(s))
-			es__settle_w(pc->fds[i].fd, s, out_only(&pc->fds[i]));
+			es__settle(pc->fds[i].fd, s);
 		pc->ss[i] = s && es__st_ours(s) && es__sock(pc->fds[i].fd) == s ? s : NULL;
 		if (s && !pc->ss[i])
 			es__sock_put(s);
@@ -198,7 +190,7 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 		for (nfds_t i = 0; i < n; i++) {
 			struct es_sock *s = es__sock_get(fds[i].fd);
 			if (s && s->state == ES_CONNECTING)
-				es__settle_w(fds[i].fd, s, out_only(&fds[i]));
+				es__settle(fds[i].fd, s);
 			if (s)
 				es__sock_put(s);
 		}

@@ -101,8 +101,8 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
-		/* blocking: back once our ACCEPT and HELLO are out (negclient.c, es__negc_early) */
-		if (es__settle_w(fd, s, blocking) == ES_FAILED) {
+		s->ng.conn_ret = blocking;   /* back once our ACCEPT and HELLO are out (negclient.c, es__negc_early) */
+		if (es__settle(fd, s) == ES_FAILED) {
 			errno = ECONNREFUSED;
 			return -1;
 		}
@@ -423,9 +423,7 @@ static int getsockopt_held(int fd, int level, int name, void *v, socklen_t *len)
 		return 0;
 	}
 	if (s && level == SOL_SOCKET && name == SO_ERROR) {
-		/* a connect whose first write may go right behind our HELLO: the
-		 * kernel's answer (connected) stands until then */
-		if (es__st_undecided(s) && !(s->state == ES_PENDING && s->ng.conn_ret == 2))
+		if (es__st_undecided(s))
 			es__settle(fd, s);
 		s = es__sock(fd);
 		if (s && (s->state == ES_EMP || s->state == ES_FAILED) && v && len &&

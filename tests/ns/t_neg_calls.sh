@@ -22,7 +22,9 @@ calls() { awk -v c="$2" '$NF == c { n += $4 } END { print n + 0 }' "$1"; }
 names=$(( $(calls "$T/srv.st" getsockname) + $(calls "$T/srv.st" getpeername) ))
 at_most "server getsockname + getpeername over $N + 20 accepted connections" "$names" 50
 gso=$(calls "$T/cli.st" getsockopt)
-at_most "client getsockopt over $N blocking connects" "$gso" 50
+# (one SO_ERROR per connection would be 200; connections whose outcome a slow
+# scheduler leaves undecided at the first poll still ask, 29-53 seen under load)
+at_most "client getsockopt over $N blocking connects" "$gso" 100
 # the client reads its local name once per connection, after connect (the port the kernel picked);
 # before, once more before connect to see whether the program had bound one
 cgn=$(calls "$T/cli.st" getsockname)
