@@ -208,10 +208,12 @@ int es__conn_post_data(struct es_conn *c)
 }
 
 /* The server learns the client's endpoint from its ACCEPT and has posted
- * control receives from any endpoint of the client's host (the client's
- * HELLO, which proves the endpoint, comes before anything of ours): once
- * proved, the data receives are posted from that endpoint alone and the
- * control receives are posted again for it. Lock held. */
+ * control and data receives from any endpoint of the client's host (the
+ * client's HELLO, which proves the endpoint, comes before anything of ours;
+ * its first data may come right behind it): once proved, the control
+ * receives are posted again from that endpoint alone, and the data receives
+ * (kept: they may hold that first data) count only messages from it
+ * (reap_data). Lock held. */
 int es__conn_bind_ep(struct es_sock *s, uint16_t pep)
 {
 	struct es_conn *c = s->c;
@@ -233,7 +235,7 @@ int es__conn_bind_ep(struct es_sock *s, uint16_t pep)
 		r = es__conn_hold(c);
 	if (r == 0)
 		r = es__conn_post_ctrl(c);
-	if (r == 0)
+	if (r == 0 && !c->data_posted)
 		r = es__conn_post_data(c);
 	es__tl_in--;
 	if (r == -ENOBUFS)
@@ -249,15 +251,29 @@ uint16_t es__conn_hello_ep(struct es_sock *s) { return s->c ? s->c->hello_ep : E
 /* The client's HELLO failed before the server's came: the engine's session
  * with that server process ended under it (the server restarted: its new
  * life answered STALE to our old session). Nothing else of the connection
- * has been sent, so the HELLO goes again, in the engine's new session. */
+ * has been sent but the first write that may have gone right behind the
+ * HELLO (es__negc_early), which failed with it: both go again, in the
+ * engine's new session, the write from its slot (untouched since, as for
+ * es__negc_replay). A write whose failure is not in yet: the next try. */
 int es__conn_hello_again(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
 	if (!c || !c->err || !c->hello_sent || c->hello_seen || c->cbusy)
 		return 0;
-	es__dbg("conn %u: our HELLO failed (the server restarted?): sent again", c->lid);
+	if (s->ng.early && (c->tx_staged != 1 || c->tx_posted != 1 || c->tx_done != 1))
+		return 0;
+	es__dbg("conn %u: our HELLO failed (the server restarted?): sent again%s", c->lid,
+		s->ng.early ? ", with the first write" : "");
 	c->err = 0;
 	c->err_told = 0;
 	c->hello_sent = 0;
+	if (s->ng.early) {
+		c->tx_done = c->tx_posted = 0;      /* slot 0 staged again, posted by es__flush */
+		c->slen[0] = s->ng.early;
+		c->sfin[0] = 0;
+		c->sdone[0] = 0;
+		if (c->credits < c->peer_bufs)
+			c->credits++;               /* the failed send never reached a receive */
+	}
 	return es__conn_send_hello(s) == 0;
 }

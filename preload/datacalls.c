@@ -25,6 +25,29 @@ static struct es_sock *emp_fd(int fd)
 	return s;
 }
 
+/* emp_fd for a write: a client's first write while its negotiation waits
+ * for the server's HELLO goes over EMP right away (es__settle_early), with
+ * *done its result; else *done is -2 and the socket is as emp_fd gives it */
+static struct es_sock *emp_fd_w(int fd, const struct iovec *iov, int n, int flags, ssize_t *done)
+{
+	*done = -2;
+	if (es__tl_in)
+		return NULL;
+	struct es_sock *s = es__sock_get(fd);
+	if (!s)
+		return NULL;
+	if (s->state == ES_PENDING && s->ng.conn_ret == 2 && !s->ng.early && n >= 0 && n <= 1024 &&
+	    (*done = es__settle_early(fd, s, iov, n, flags)) != -2)
+		return s;
+	if (es__st_undecided(s))
+		es__settle(fd, s);
+	if (s->state == ES_CAND || es__st_undecided(s) || es__sock(fd) != s) {
+		es__sock_put(s);
+		return NULL;
+	}
+	return s;
+}
+
 /* the call's reference goes; errno kept */
 static ssize_t put_ret(struct es_sock *s, ssize_t r)
 {
@@ -95,10 +118,13 @@ ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 
 ssize_t write(int fd, const void *buf, size_t n)
 {
-	struct es_sock *s = emp_fd(fd);
+	struct iovec v = { (void *)buf, n };
+	ssize_t d;
+	struct es_sock *s = emp_fd_w(fd, &v, 1, 0, &d);
 	if (!s)
 		return R_(write)(fd, buf, n);
-	struct iovec v = { (void *)buf, n };
+	if (d != -2)
+		return put_ret(s, d);
 	return put_ret(s, tx(s, &v, 1, 0));
 }
 
@@ -116,9 +142,12 @@ ssize_t readv(int fd, const struct iovec *iov, int n)
 
 ssize_t writev(int fd, const struct iovec *iov, int n)
 {
-	struct es_sock *s = emp_fd(fd);
+	ssize_t d;
+	struct es_sock *s = emp_fd_w(fd, iov, n, 0, &d);
 	if (!s)
 		return R_(writev)(fd, iov, n);
+	if (d != -2)
+		return put_ret(s, d);
 	if (n < 0 || n > 1024) {
 		errno = EINVAL;
 		return put_ret(s, -1);
@@ -144,10 +173,13 @@ ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 
 ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	struct es_sock *s = emp_fd(fd);
+	struct iovec v = { (void *)buf, n };
+	ssize_t d;
+	struct es_sock *s = emp_fd_w(fd, &v, 1, flags, &d);
 	if (!s)
 		return R_(send)(fd, buf, n, flags);
-	struct iovec v = { (void *)buf, n };
+	if (d != -2)
+		return put_ret(s, d);
 	return put_ret(s, tx(s, &v, 1, flags));
 }
 
@@ -182,12 +214,15 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 
 ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len)
 {
-	struct es_sock *s = emp_fd(fd);
+	struct iovec v = { (void *)buf, n };
+	ssize_t d;
+	struct es_sock *s = emp_fd_w(fd, &v, 1, flags, &d);
 	if (!s)
 		return R_(sendto)(fd, buf, n, flags, sa, len);
+	if (d != -2)
+		return put_ret(s, d);
 	/* a connected stream socket ignores the address (Linux: EISCONN only if given for
 	 * a non-TFO send; keep it simple and ignore it) */
-	struct iovec v = { (void *)buf, n };
 	return put_ret(s, tx(s, &v, 1, flags));
 }
 
@@ -214,9 +249,12 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
-	struct es_sock *s = emp_fd(fd);
+	ssize_t d;
+	struct es_sock *s = emp_fd_w(fd, m->msg_iov, m->msg_iovlen > 1024 ? -1 : (int)m->msg_iovlen, flags, &d);
 	if (!s)
 		return R_(sendmsg)(fd, m, flags);
+	if (d != -2)
+		return put_ret(s, d);
 	if (m->msg_iovlen > 1024) {
 		errno = EMSGSIZE;
 		return put_ret(s, -1);

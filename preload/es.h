@@ -132,6 +132,8 @@ struct es_negst {
 	uint16_t peer_ep;                /* client: the server endpoint of the OFFER we answered */
 	uint32_t peer_lid, peer_bufs, peer_bufsz;
 	int hello_tries;                 /* client: HELLOs sent again (es__conn_hello_again) */
+	int conn_ret;                    /* client: a blocking connect() returns once our ACCEPT and HELLO are out */
+	uint32_t early;                  /* client: bytes of the first write sent right behind our HELLO (es__negc_early) */
 	struct {                         /* server: an OFFER out before the settle (es__settle_begin) */
 		int begun, accepted;
 		int64_t t0, dl, next, gap, icmp_grace, sent;
@@ -155,6 +157,7 @@ struct es_sock {
 
 	/* what the application set (sock.c) */
 	int nonblock;
+	int bound;                       /* bind() seen: a client's port may be its own (negclient.c) */
 	int linger0;
 	unsigned tcpopt;                 /* bit n: TCP option n (NODELAY, CORK, QUICKACK) is on */
 	int64_t linger_ns;               /* SO_LINGER on with a timeout: close() waits this long for our FIN */
@@ -322,6 +325,13 @@ int es__settle(int fd, struct es_sock *s);
  * backlog of connections sends every OFFER at once, not one round trip each.
  * Returns the state as es__settle does. */
 int es__settle_begin(int fd, struct es_sock *s);
+/* A client's first write while its negotiation waits for the server's
+ * HELLO, sent right behind our HELLO over EMP (negclient.c
+ * es__negc_early): bytes sent, -1 with errno, or -2 when it cannot go so
+ * (the caller settles and writes as usual). */
+ssize_t es__settle_early(int fd, struct es_sock *s, const struct iovec *iov, int n, int flags);
+/* at exit (es__flush_all): such sockets to their outcome (negclient.c) */
+void es__negc_settle_pending(void);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 

@@ -124,6 +124,7 @@ static void exec_prepare(struct exec_ctx *x, int spawn)
 	if (es__tl_in)
 		return;
 	int e = errno;
+	es__negc_settle_pending();   /* a connect that returned before the server's HELLO: EMP or kernel now */
 	es__fd_foreach(prep_one, x);
 	errno = e;
 }

@@ -203,6 +203,10 @@ int es__sock_close(int fd, struct es_sock *s)
 	pthread_mutex_lock(&tab_lock);
 	int last = s->refs <= 1 && s->kfd == fd;
 	pthread_mutex_unlock(&tab_lock);
+	/* a blocking connect returned before the server's HELLO: the outcome
+	 * first (a round trip at most), so the connection closes the way it went */
+	if (last && s->state == ES_PENDING && s->ng.conn_ret == 2 && es__settle(fd, s) == ES_CAND)
+		return R_(close)(fd);   /* kernel TCP: s went with it */
 	if (last && s->state == ES_EMP)
 		es__held_flush();    /* a write this thread held back leaves before the close */
 	if (last && s->state != ES_CAND)

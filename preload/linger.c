@@ -598,6 +598,7 @@ static void handoff_device(void)
  * its packet sockets to a child to release */
 void es__flush_all(void)
 {
+	es__negc_settle_pending();   /* connects that returned before the server's HELLO */
 	exiting = 1;
 	es__held_flush_old(0);   /* every thread's coalesced writes */
 	es__fd_foreach(flush_one, NULL);

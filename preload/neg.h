@@ -5,7 +5,7 @@
 #include "es.h"
 
 #define NEG_MAGIC 0x454d5073u   /* "EMPs" */
-#define NEG_VERSION 2
+#define NEG_VERSION 3   /* 3: the server posts its data receives with its OFFER (the client's first data rides behind its HELLO) */
 enum { N_OFFER = 1, N_ACCEPT = 2, N_REJECT = 3 };
 
 /* IP TTL of a preloaded client's SYN (and the rest of its kernel
@@ -51,6 +51,8 @@ struct es_negstats {
 	atomic_uint forged;       /* side-channel messages that failed a check */
 	atomic_uint refused;      /* ACCEPTs whose endpoint never proved itself */
 	atomic_uint plain;        /* accepted connections without the EMP mark (kernel at once) */
+	atomic_uint early;        /* client: first writes sent right behind our HELLO */
+	atomic_uint replayed;     /* client: ... of which the server refused EMP: sent again on kernel TCP */
 };
 extern struct es_negstats es__negstats;
 void es__neg_count_forged(struct es_sock *s, const char *why);
@@ -76,5 +78,12 @@ int es__neg_fallback(struct es_sock *s, const char *why);
 
 /* negclient.c: settle a connected client socket (PENDING, not server) */
 int es__negc_settle(struct es_sock *s);
+/* the first write of a client socket whose ACCEPT and HELLO are out, over
+ * EMP before the server's HELLO: bytes sent, or -2 when it is not such a
+ * write (the caller settles and goes on as usual); the caller is the
+ * socket's settler (es__settle_early) */
+ssize_t es__negc_early(struct es_sock *s, const struct iovec *iov, int n, int flags);
+/* a fallback after such a write: its bytes again on the kernel connection */
+void es__negc_replay(struct es_sock *s);
 
 #endif

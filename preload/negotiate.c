@@ -12,17 +12,20 @@
  *                                                       mark -> kernel TCP, no message
  *                                                     - first use: a UDP socket bound to
  *                                                       its TCP (ip, P), connected to (ip, u);
- *                                                       control receives posted from any
- *                                                       endpoint of the client's host
+ *                                                       control and data receives posted from
+ *                                                       any endpoint of the client's host
  *                                                       OFFER {ep, conn id, buffers, 4-tuple,
  *            <------------ UDP (P -> u) --------------  skey}, resent every 4..20 ms
  *  - OFFER from (ip, P), in bounds: post receives,
  *    ACCEPT {ep, conn id, buffers, skey, ckey} ------> - ACCEPT with skey: hold the peer
  *    HELLO (carries skey) ------------- EMP --------> - HELLO with skey from the endpoint
- *                                                       the ACCEPT named: receives from it,
- *                                                       connection is EMP
+ *    (a blocking connect returns here)                  the ACCEPT named: control receives
+ *    first write (data, key) ---------- EMP -------->   from it, data counted only from it
+ *                                                       and with the key (the first write is
+ *                                                       read from then on), connection is EMP
  *  - HELLO with ckey <-------------- EMP ------------   HELLO (carries ckey)
- *    connection is EMP
+ *    connection is EMP (if REJECT instead: the first
+ *    write again on kernel TCP, negclient.c)
  *
  * Binding to the kernel connection: a datagram's source address is checked by
  * the kernel (both UDP sockets are connected), and only the client's user
@@ -264,6 +267,8 @@ int es__neg_fallback(struct es_sock *s, const char *why)
 	}
 	es__dbg("fd %d: kernel TCP with %s:%u: %s", fd, inet_ntoa(s->remote.sin_addr),
 		ntohs(s->remote.sin_port), why);
+	if (!s->server && s->ng.early)
+		es__negc_replay(s);   /* the first write went over EMP: again on kernel TCP */
 	es__drop_to_kernel(fd, s);
 	return ES_CAND;
 }
@@ -592,6 +597,23 @@ int es__settle_begin(int fd, struct es_sock *s)
 	pthread_cond_broadcast(&settle_cv);
 	pthread_mutex_unlock(&settle_mu);
 	return res;
+}
+
+ssize_t es__settle_early(int fd, struct es_sock *s, const struct iovec *iov, int n, int flags)
+{
+	pthread_mutex_lock(&settle_mu);
+	if (es__sock(fd) != s || s->ng.settling || s->state != ES_PENDING || s->server) {
+		pthread_mutex_unlock(&settle_mu);
+		return -2;
+	}
+	s->ng.settling = 1;
+	pthread_mutex_unlock(&settle_mu);
+	ssize_t r = es__negc_early(s, iov, n, flags);
+	pthread_mutex_lock(&settle_mu);
+	s->ng.settling = 0;
+	pthread_cond_broadcast(&settle_cv);
+	pthread_mutex_unlock(&settle_mu);
+	return r;
 }
 
 static void child_fix(int fd, void *o, void *arg)

@@ -101,6 +101,7 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
+		s->ng.conn_ret = blocking;   /* back once our ACCEPT and HELLO are out (negclient.c, es__negc_early) */
 		if (es__settle(fd, s) == ES_FAILED) {
 			errno = ECONNREFUSED;
 			return -1;
@@ -122,6 +123,11 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	int r = R_(bind)(fd, sa, len);
+	if (r == 0 && !es__tl_in) {
+		struct es_sock *s = es__sock_cand(fd);   /* NULL for all but TCP sockets we watch */
+		if (s && s->state == ES_CAND)
+			s->bound = 1;
+	}
 	if (r < 0 && errno == EADDRINUSE && !es__tl_in) {
 		int type = 0;
 		socklen_t tl = sizeof type;

@@ -8,7 +8,12 @@
  * key its receiver chose in the negotiation (data: its low 32 bits; control:
  * all 64): a message without it (or shorter than its header) is dropped and
  * counted (c->forged), its slot reposted in ring order without returning a
- * credit.
+ * credit. The server posts its data receives with its control receives,
+ * from any endpoint of the client's host, before its OFFER, so that the
+ * client's first data can travel right behind its HELLO; they are not
+ * looked at until the client's endpoint has proved itself (its HELLO with
+ * our key), and from then on a message counts only with the key and from
+ * that endpoint.
  * A slot is reposted when the application has read all of it; freed credits go
  * back piggybacked on the next data message, or in a CTRL message once R/4
  * have gathered with no data to carry them (at most one CTRL send in flight; the
@@ -93,7 +98,7 @@ int es__conn_create(struct es_sock *s, uint16_t host, uint16_t pep, uint32_t lid
 	int r = pep == EMP_ANY_EP ? 0 : es__conn_hold(c);
 	if (r == 0)
 		r = es__conn_post_ctrl(c);
-	if (r == 0 && pep != EMP_ANY_EP)
+	if (r == 0)     /* the server's from any endpoint of the client's host: its first data may come with its HELLO */
 		r = es__conn_post_data(c);
 	if (r == -ENOBUFS)
 		es__log_once_nobufs();
@@ -285,6 +290,8 @@ static int reap_data(struct es_conn *c)
 {
 	struct emp_status st;
 	int changed = 0, r;
+	if (c->peer.ep == EMP_ANY_EP)
+		return 0;   /* the server's, before the client's endpoint proved itself: kept for then */
 	while (c->data_posted && c->rx_done < c->rx_read + c->rx_slots) {
 		unsigned i = c->rx_done % c->rx_slots;
 		r = emp_reap(c->ep, c->rreq[i], &st);
@@ -308,7 +315,7 @@ static int reap_data(struct es_conn *c)
 		/* a runt (none of ours is shorter than its header) or a message
 		 * without the key: dropped, its slot skipped in ring order (posted
 		 * again at once it would take a later message's place) */
-		if (st.result < ES_HDR || tok != (uint32_t)c->key_rx) {
+		if (st.result < ES_HDR || tok != (uint32_t)c->key_rx || st.source.ep != c->peer.ep) {
 			/* not from the process we negotiated with: skipped in ring order */
 			c->forged++;
 			c->rlen[i] = 0;

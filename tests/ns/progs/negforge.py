@@ -24,7 +24,7 @@ skey = m[32:40]
 assert magic == MAGIC and mtype == 1, "no OFFER"
 print("offer seen", flush=True)
 lip = t.getsockname()[0]
-acc = struct.pack(">IBBHIII", MAGIC, 2, 2, vep, vconn, 32, 131072) + socket.inet_aton(lip) + \
+acc = struct.pack(">IBBHIII", MAGIC, ver, 2, vep, vconn, 32, 131072) + socket.inet_aton(lip) + \
     socket.inet_aton(server) + struct.pack(">HH", lport, port) + skey + random.getrandbits(64).to_bytes(8, "big")
 for _ in range(3):
     u.send(acc)

@@ -9,7 +9,7 @@ import os, random, socket, struct, sys, time
 
 MAGIC = 0x454D5073
 
-def msg(mtype, ep, conn, nbufs, bufsz, sip, dip, sport, dport, skey, ckey, version=2, magic=MAGIC):
+def msg(mtype, ep, conn, nbufs, bufsz, sip, dip, sport, dport, skey, ckey, version=3, magic=MAGIC):
     return struct.pack(">IBBHIII", magic, version, mtype, ep, conn, nbufs, bufsz) + \
         socket.inet_aton(sip) + socket.inet_aton(dip) + struct.pack(">HH", sport, dport) + skey + ckey
 
