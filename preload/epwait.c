@@ -146,6 +146,8 @@ static int epw_sleep(void *arg, int64_t ns)
 		return errno == EINTR ? -EINTR : -errno;
 	es__ep_set_drain(a->set);
 	a->nk = filter(a->evs, k);
+	if (a->nk)
+		es__klook_hit();
 	a->set->klook_ns = es__now_ns();
 	a->set->kskip = 0;
 	return a->nk;
@@ -174,8 +176,8 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 			int k = R_(epoll_wait)(set->epfd, evs, max, 0);
 			set->kskip = 0;
 			set->klook_ns = now;
-			if (k > 0)
-				n = filter(evs, k);
+			if (k > 0 && (n = filter(evs, k)) > 0)
+				es__klook_hit();
 			if (!set->nested)
 				es__ep_set_drain(set);
 		}

@@ -411,6 +411,7 @@ struct es_klook { unsigned turns; int64_t next; };
 void es__klook_start(struct es_klook *l);
 int64_t es__klook_due(struct es_klook *l);
 void es__klook_found(struct es_klook *l, int64_t now, int found);
+void es__klook_hit(void);          /* a sleep found the kernel fds ready */
 extern unsigned long es__klooks;   /* looks made (tests) */
 /* the calling thread's eventfd for es_wake */
 int es__tl_efd(void);

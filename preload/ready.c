@@ -265,16 +265,31 @@ struct fdwait {
  * every 8th turn, 20 us apart while they find something, doubling up to 1 ms
  * per thread while they find nothing (a stream's reader spinning in select
  * for EMP data, with no kernel fd that ever answers, paid a ppoll per 20 us:
- * 90 calls per MB). */
+ * 90 calls per MB). A wait that starts within KLOOK_RECENT_NS of the last
+ * time this thread's kernel fds answered (a look or a sleep found them)
+ * starts at 20 us again: an accept loop's listener answers once per
+ * connection, and the looks of the connection's own waits in between (which
+ * find nothing) had doubled the gap, so the next accept waited up to
+ * 320 us in the spin (connt server, perf sched trace). */
 #define KLOOK_MIN_NS 20000
 #define KLOOK_MAX_NS 1000000
+#define KLOOK_RECENT_NS 2000000
 static __thread int64_t klook_gap = KLOOK_MIN_NS;
+static __thread int64_t klook_hit = -KLOOK_RECENT_NS;   /* when the kernel fds last answered */
 unsigned long es__klooks;           /* looks made, all threads (tests) */
 
 void es__klook_start(struct es_klook *l)
 {
+	int64_t now = es__now_ns();
+	if (now - klook_hit < KLOOK_RECENT_NS)
+		klook_gap = KLOOK_MIN_NS;
 	l->turns = 0;
-	l->next = es__now_ns() + klook_gap;
+	l->next = now + klook_gap;
+}
+
+void es__klook_hit(void)
+{
+	klook_hit = es__now_ns();
 }
 
 int64_t es__klook_due(struct es_klook *l)
@@ -289,6 +304,8 @@ void es__klook_found(struct es_klook *l, int64_t now, int found)
 {
 	__atomic_add_fetch(&es__klooks, 1, __ATOMIC_RELAXED);
 	klook_gap = found ? KLOOK_MIN_NS : klook_gap * 2 > KLOOK_MAX_NS ? KLOOK_MAX_NS : klook_gap * 2;
+	if (found)
+		klook_hit = now;
 	l->next = now + klook_gap;
 }
 
@@ -355,6 +372,8 @@ static int fw_sleep(void *arg, int64_t ns)
 		if (a->p[i].revents)
 			k++;
 	a->k = k;
+	if (k && a->wk->look_fds)
+		es__klook_hit();
 	return k;
 }
 
