@@ -194,12 +194,17 @@ unsigned es__neg_seq(struct es_sock *s)
  * ends the next wait at once), else 1. */
 int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
 {
-	emp_endpoint_t *ep = want_engine ? es__g.ep : NULL;
+	/* waiting for a side-channel message alone (a client before its
+	 * OFFER): the wait spins too, looking at the side channel now and then
+	 * (es__klook_due), instead of sleeping at once */
+	int look_udp = !want_engine && udp >= 0;
+	emp_endpoint_t *ep = want_engine || look_udp ? es__g.ep : NULL;
 	int64_t now = es__now_ns();
 	int look = 1;
 	if (now >= until)
 		return 1;
-	struct es_wake wk = { .efd = es__tl_efd() };   /* no look at udp: the HELLO right behind the ACCEPT ends the spin */
+	/* else no look at udp: the HELLO right behind the ACCEPT ends the spin */
+	struct es_wake wk = { .efd = es__tl_efd(), .look_fds = look_udp };
 	struct es_waiter w;
 	es__sock_lock(s);
 	es__waiter_add(s, &w, &wk);
