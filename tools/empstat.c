@@ -373,7 +373,17 @@ static int show(const struct opts *o, int watching)
 		struct emp_stats_snapshot s;
 		if ((o->pid && ids[i].pid != o->pid) || (o->ep >= 0 && ids[i].ep != (unsigned)o->ep))
 			continue;
-		if (emp_stats_read(ids[i].name, &s) < 0)
+		/* a torn copy of a live writer (-EAGAIN: preempted in the middle
+		 * of an update for longer than the read's own retries, seen under
+		 * CPU hogs) or a segment still being created: asked for by pid,
+		 * it is read again for up to a second rather than left out */
+		int rc = emp_stats_read(ids[i].name, &s);
+		for (int t = 0; rc == -EAGAIN && o->pid && t < 100; t++) {
+			struct timespec ts = { 0, 10000000 };
+			nanosleep(&ts, NULL);
+			rc = emp_stats_read(ids[i].name, &s);
+		}
+		if (rc < 0)
 			continue;         /* being created, or vanished meanwhile */
 		if (!s.alive && !o->all) {
 			stale++;
