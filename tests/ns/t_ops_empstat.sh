@@ -58,6 +58,28 @@ set +e
 set -e
 expect "unknown pid: exit 1" [ $rc = 1 ]
 
+# a live writer caught in the middle of an update (odd sequence) for longer than
+# the read's own retries (about 20-130 ms): `empstat --json PID` waits for it (up
+# to 1 s) instead of reporting no endpoint. The sequence is made odd by hand for
+# 0.5 s (the writer's own updates add 2 each: it stays odd until put back).
+seqflip() { python3 - "/dev/shm/emp.$SRV.1" <<'PY'
+import mmap, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    m = mmap.mmap(f.fileno(), 4096)
+    (v,) = struct.unpack_from("<I", m, 16)
+    struct.pack_into("<I", m, 16, (v + 1) & 0xffffffff)
+PY
+}
+seqflip
+"$BIN/empstat" --json "$SRV" > "$T/torn.json" &
+tp=$!
+sleep 0.5
+seqflip
+wait "$tp" || true
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert [e['pid'] for e in d['endpoints']] == [int(sys.argv[2])], d['endpoints']" \
+	"$T/torn.json" "$SRV" || fail "empstat --json PID during a 0.5 s torn update: no endpoint"
+echo "ok: empstat --json PID waited out a 0.5 s torn update"
+
 # EMP_DEBUG=1: open and close lines, "emp: " prefix; silent without it
 bg 2 "$T/srv3" "$BIN/emp-pingpong" -s -e 3
 sleep 0.3
