@@ -7,6 +7,20 @@
 
 #include "es.h"
 
+/* s (with the call's reference) after settling a pending negotiation, or
+ * NULL when it is the kernel's (s may have gone to it meanwhile: the
+ * reference is dropped) */
+static struct es_sock *settled(int fd, struct es_sock *s)
+{
+	if (es__st_undecided(s))
+		es__settle(fd, s);
+	if (s->state == ES_CAND || es__st_undecided(s) || es__sock(fd) != s) {
+		es__sock_put(s);
+		return NULL;
+	}
+	return s;
+}
+
 /* The EMP socket behind fd, after settling a pending negotiation, with a
  * reference for the call (dropped by put_ret); NULL = kernel. */
 static struct es_sock *emp_fd(int fd)
@@ -14,15 +28,7 @@ static struct es_sock *emp_fd(int fd)
 	if (es__tl_in)
 		return NULL;
 	struct es_sock *s = es__sock_get(fd);
-	if (!s)
-		return NULL;
-	if (es__st_undecided(s))
-		es__settle(fd, s);
-	if (s->state == ES_CAND || es__st_undecided(s) || es__sock(fd) != s) {
-		es__sock_put(s);   /* the kernel's (s may have gone to it meanwhile) */
-		return NULL;
-	}
-	return s;
+	return s ? settled(fd, s) : NULL;
 }
 
 /* emp_fd for a write: a client's first write while its negotiation waits
@@ -39,13 +45,7 @@ static struct es_sock *emp_fd_w(int fd, const struct iovec *iov, int n, int flag
 	if (s->state == ES_PENDING && s->ng.conn_ret == 2 && !s->ng.early && n >= 0 && n <= 1024 &&
 	    (*done = es__settle_early(fd, s, iov, n, flags)) != -2)
 		return s;
-	if (es__st_undecided(s))
-		es__settle(fd, s);
-	if (s->state == ES_CAND || es__st_undecided(s) || es__sock(fd) != s) {
-		es__sock_put(s);
-		return NULL;
-	}
-	return s;
+	return settled(fd, s);
 }
 
 /* the call's reference goes; errno kept */

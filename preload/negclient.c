@@ -364,11 +364,12 @@ int es__negc_prepare(struct es_sock *s, const struct sockaddr_in *to)
 	struct sockaddr_storage a;
 	socklen_t l = sizeof a;
 	in_port_t aport = 0;
-	if (s->bound && R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
-		return 0;
-	if (s->bound)
+	if (s->bound) {
+		if (R_(getsockname)(s->kfd, (struct sockaddr *)&a, &l) < 0)
+			return 0;
 		aport = a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
 						: ((struct sockaddr_in *)&a)->sin_port;
+	}
 	/* The UDP twin takes the TCP port's number: the program's own port now,
 	 * else the one the kernel picks at connect (es__negc_bind; connect
 	 * picks it the way it does for any connection: ports held in TIME_WAIT

@@ -267,7 +267,7 @@ static void t_sim_close_unread(void)
 /* A program that closes a socket twice (iperf3's server does; over TCP the
  * second close is a harmless EBADF) must not close the shim's private copy
  * of another connection's kernel socket: the copy a close makes for the
- * teardown is numbered high (es__dup_high), not at the number a close has
+ * teardown is numbered high (emp__sys_dup_high), not at the number a close has
  * just freed, and so are the shim's own fds made meanwhile (here the
  * thread's wake-up eventfd). The second connection's bytes and FIN still
  * reach its peer. */
