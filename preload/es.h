@@ -246,6 +246,7 @@ struct es_sock *es__sock_cand(int fd);        /* the socket, made from a mark if
 int es__is_mark(const void *o);
 int es__mark_nonblock(int fd, int on);        /* 1 if fd held a mark (now with that flag) */
 void es__sock_unref_fd(int fd, struct es_sock *s); /* table entry dropped; frees on last */
+extern void (*es__close_gap_hook)(int fd);   /* tests only: run between a close's kernel close and its table update */
 int es__sock_close(int fd, struct es_sock *s);    /* close(2) of a socket's fd, then unref */
 /* A call's reference: the socket (and its connection) stays alive until the
  * matching put, even if another thread closes the fd meanwhile (the close's

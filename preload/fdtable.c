@@ -195,12 +195,48 @@ static void keep_kernel_fd(struct es_sock *s)
 	es__sock_unlock(s);
 }
 
+/* Numbers whose close is between the kernel's close and the table update
+ * (under tab_lock). The kernel may hand such a number out again at once: to
+ * a signal handler that interrupted the close, or to another thread (dup,
+ * open, pipe); its close finds the table entry still naming our socket, but
+ * the number is no longer the socket's: a plain close, which takes no
+ * reference (t_sock_signal: the handler's dup of a pipe closed this way
+ * dropped a second reference, and the connection was torn down under the
+ * program's open fd, 1 run in 15). */
+#define CLOSING_MAX 16
+static int closing[CLOSING_MAX], nclosing;
+
+static int closing_has(int fd)
+{
+	for (int i = 0; i < nclosing; i++)
+		if (closing[i] == fd)
+			return 1;
+	return 0;
+}
+
+static void closing_del(int fd)
+{
+	pthread_mutex_lock(&tab_lock);
+	for (int i = 0; i < nclosing; i++)
+		if (closing[i] == fd) {
+			closing[i] = closing[--nclosing];
+			break;
+		}
+	pthread_mutex_unlock(&tab_lock);
+}
+
+void (*es__close_gap_hook)(int fd);
+
 /* close(fd): the kernel fd goes first, the table entry after (a call in
  * another thread meanwhile finds the socket, or a closed fd: never the kernel
  * socket under an EMP connection, which the peer does not read) */
 int es__sock_close(int fd, struct es_sock *s)
 {
 	pthread_mutex_lock(&tab_lock);
+	if (closing_has(fd)) {
+		pthread_mutex_unlock(&tab_lock);
+		return R_(close)(fd);   /* a number handed out again inside our close */
+	}
 	int last = s->refs <= 1 && s->kfd == fd;
 	pthread_mutex_unlock(&tab_lock);
 	/* a blocking connect returned before the server's HELLO: the outcome
@@ -211,9 +247,18 @@ int es__sock_close(int fd, struct es_sock *s)
 		es__held_flush();    /* a write this thread held back leaves before the close */
 	if (last && s->state != ES_CAND)
 		keep_kernel_fd(s);
+	pthread_mutex_lock(&tab_lock);
+	int listed = nclosing < CLOSING_MAX;   /* full (16 closes at once): unguarded, as before */
+	if (listed)
+		closing[nclosing++] = fd;
+	pthread_mutex_unlock(&tab_lock);
 	int r = R_(close)(fd);
 	int e = errno;
+	if (es__close_gap_hook)
+		es__close_gap_hook(fd);
 	es__sock_unref_fd(fd, s);
+	if (listed)
+		closing_del(fd);
 	errno = e;
 	return r;
 }

@@ -300,6 +300,52 @@ static void t_sim_double_close(void)
 	h_free(&a.h);
 }
 
+/* A close() interrupted between the kernel's close and the table update
+ * (es__sock_close), while a signal handler takes the freed number with a
+ * dup of a pipe and closes it: the shim finds its socket under that number,
+ * but the number is no longer the socket's (a plain close, no reference
+ * dropped). The program still holds the socket under its first fd, and its
+ * bytes reach the peer with no FIN before them (the stale close took a
+ * second reference and ended the connection: t_sock_signal). */
+static int gap_pipe = -1, gap_fd = -1;
+static void gap_dup_close(int fd)
+{
+	int x = dup(gap_pipe);               /* the lowest free number: the one just closed */
+	gap_fd = x == fd ? x : -1;
+	if (x >= 0)
+		CHECK(close(x) == 0);
+}
+
+static void t_sim_stale_close(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 1024);
+	struct es_sock *s = w.s[0];
+	int d = dup(w.fd[0]), p[2];
+	CHECK(d > w.fd[0] && s->refs == 2);
+	CHECK(pipe(p) == 0);
+	CHECK(p[0] > d);
+	gap_pipe = p[1];
+	es__close_gap_hook = gap_dup_close;
+	CHECK(close(d) == 0);
+	es__close_gap_hook = NULL;
+	CHECK_EQ(gap_fd, d);                 /* the handler's dup had the number */
+	CHECK_EQ(s->refs, 1);
+	CHECK(es__sock(w.fd[0]) == s && !es__sock(d));
+	CHECK_EQ(write(w.fd[0], "still", 5), 5);
+	settle(&w);
+	char c[8];
+	CHECK_EQ(read(w.fd[1], c, sizeof c), 5);
+	CHECK(memcmp(c, "still", 5) == 0);
+	CHECK_EQ(w.s[1]->c->err, 0);
+	CHECK(!(sw_evmask(&w, 1) & (POLLIN | POLLRDHUP)));   /* no FIN came */
+	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
+	settle_reaping(&w);
+	CHECK_EQ(es__zombies_reap(), 0);
+	h_free(&w.h);
+}
+
 /* The event mask follows the stream: POLLIN only once data has arrived (not
  * when it was written), gone when it is read; poll and a level-triggered
  * epoll set report it the same way; each change bumps the socket's seq */
@@ -673,6 +719,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_half_close", t_sim_half_close, 20 },
 	{ "shim_sim_close_unread", t_sim_close_unread, 20 },
 	{ "shim_sim_double_close", t_sim_double_close, 20 },
+	{ "shim_sim_stale_close", t_sim_stale_close, 20 },
 	{ "shim_sim_readiness", t_sim_readiness, 20 },
 	{ "shim_sim_epoll_edges", t_sim_epoll_edges, 20 },
 	{ "shim_sim_forged", t_sim_forged, 20 },
