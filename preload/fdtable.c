@@ -227,9 +227,46 @@ static void closing_del(int fd)
 
 void (*es__close_gap_hook)(int fd);
 
-/* close(fd): the kernel fd goes first, the table entry after (a call in
- * another thread meanwhile finds the socket, or a closed fd: never the kernel
- * socket under an EMP connection, which the peer does not read) */
+/* An O_PATH descriptor of "/": every data call on it (read, write, send,
+ * poll, epoll_ctl) says EBADF. A closing socket's number is pointed at it
+ * (dup3) before its table entry goes, so the number stays ours, naming no
+ * socket, until the kernel frees it: no other thread or signal handler can
+ * get it again while the table still names the socket (a file a second
+ * thread opened there and wrote to took the bytes into the EMP connection),
+ * and a call that still names the old number meanwhile sees EBADF, as after
+ * a close, never the kernel socket under the connection. */
+static int dead_fd = -1;
+
+static int park(int fd)
+{
+	for (int tries = 0; tries < 2; tries++) {
+		int d = __atomic_load_n(&dead_fd, __ATOMIC_ACQUIRE);
+		if (d < 0) {
+			d = emp__sys_fd_high(open("/", O_PATH | O_CLOEXEC));
+			if (d < 0)
+				return 0;
+			int none = -1;
+			if (!__atomic_compare_exchange_n(&dead_fd, &none, d, 0, __ATOMIC_ACQ_REL,
+							 __ATOMIC_ACQUIRE)) {
+				R_(close)(d);
+				d = none;
+			}
+		}
+		if (R_(dup3)(d, fd, O_CLOEXEC) == fd)
+			return 1;
+		if (errno != EBADF)
+			return 0;
+		/* the program closed it (a close-everything loop): a fresh one */
+		__atomic_compare_exchange_n(&dead_fd, &d, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+/* close(fd): the socket's kernel file leaves the number first (park), then
+ * the table entry goes, then the number is freed; without park (no O_PATH
+ * descriptor to be had), the kernel fd goes first and the entry after (a call
+ * in another thread meanwhile finds the socket, or a closed fd: never the
+ * kernel socket under an EMP connection, which the peer does not read) */
 int es__sock_close(int fd, struct es_sock *s)
 {
 	pthread_mutex_lock(&tab_lock);
@@ -252,11 +289,15 @@ int es__sock_close(int fd, struct es_sock *s)
 	if (listed)
 		closing[nclosing++] = fd;
 	pthread_mutex_unlock(&tab_lock);
+	int parked = park(fd);
+	if (parked)
+		es__sock_unref_fd(fd, s);   /* the number is still ours: nobody else has it */
 	int r = R_(close)(fd);
 	int e = errno;
 	if (es__close_gap_hook)
 		es__close_gap_hook(fd);
-	es__sock_unref_fd(fd, s);
+	if (!parked)
+		es__sock_unref_fd(fd, s);
 	if (listed)
 		closing_del(fd);
 	errno = e;

@@ -5,6 +5,7 @@
  * on a real clock and the order of events is deterministic for a seed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -306,14 +307,19 @@ static void t_sim_double_close(void)
  * but the number is no longer the socket's (a plain close, no reference
  * dropped). The program still holds the socket under its first fd, and its
  * bytes reach the peer with no FIN before them (the stale close took a
- * second reference and ended the connection: t_sock_signal). */
+ * second reference and ended the connection: t_sock_signal). The handler's
+ * write to its pipe lands in the pipe (the table named the closing socket
+ * under that number until park(): the bytes went into the connection). */
 static int gap_pipe = -1, gap_fd = -1;
+static ssize_t gap_wrote = -2;
 static void gap_dup_close(int fd)
 {
 	int x = dup(gap_pipe);               /* the lowest free number: the one just closed */
 	gap_fd = x == fd ? x : -1;
-	if (x >= 0)
+	if (x >= 0) {
+		gap_wrote = write(x, "gap", 3);  /* the pipe's, not the socket's (park) */
 		CHECK(close(x) == 0);
+	}
 }
 
 static void t_sim_stale_close(void)
@@ -323,13 +329,17 @@ static void t_sim_stale_close(void)
 	struct es_sock *s = w.s[0];
 	int d = dup(w.fd[0]), p[2];
 	CHECK(d > w.fd[0] && s->refs == 2);
-	CHECK(pipe(p) == 0);
+	CHECK(pipe2(p, O_NONBLOCK) == 0);
 	CHECK(p[0] > d);
 	gap_pipe = p[1];
 	es__close_gap_hook = gap_dup_close;
 	CHECK(close(d) == 0);
 	es__close_gap_hook = NULL;
 	CHECK_EQ(gap_fd, d);                 /* the handler's dup had the number */
+	CHECK_EQ(gap_wrote, 3);
+	char g[8];
+	CHECK_EQ(read(p[0], g, sizeof g), 3); /* its write reached its pipe */
+	CHECK(memcmp(g, "gap", 3) == 0);
 	CHECK_EQ(s->refs, 1);
 	CHECK(es__sock(w.fd[0]) == s && !es__sock(d));
 	CHECK_EQ(write(w.fd[0], "still", 5), 5);
