@@ -30,7 +30,7 @@ struct parser {
 	int rto_line, rto_max_line, auth_line;
 };
 
-enum opt_type { T_U32, T_U64, T_BOOL, T_ETHER, T_GROUP, T_PATH };
+enum opt_type { T_U32, T_U64, T_BOOL, T_ETHER, T_GROUP, T_PATH, T_TRANSPORT };
 
 struct optdef {
 	const char *key;
@@ -57,6 +57,7 @@ static const struct optdef opts[] = {
 	O(stats_group, T_GROUP, 1, 32),
 	O(auth, T_BOOL, 0, 1),
 	O(auth_key, T_PATH, 2, 255),
+	O(transport, T_TRANSPORT, 0, 1),
 };
 #undef O
 #define NOPTS ((int)(sizeof(opts) / sizeof(opts[0])))
@@ -330,6 +331,16 @@ static int parse_option(struct parser *p, char **tok, int nt)
 		memcpy(dst, v, n + 1);
 		break;
 	}
+	case T_TRANSPORT:
+		if (!strcmp(v, "afpacket"))
+			val = EMP_TRANSPORT_AFPACKET;
+		else if (!strcmp(v, "udp"))
+			val = EMP_TRANSPORT_UDP;
+		else
+			return perr(p, v, "option %s: expected afpacket (raw Ethernet frames) or udp (EMP frames in UDP "
+				    "datagrams)", o->key);
+		*(int *)dst = (int)val;
+		break;
 	case T_PATH: {
 		/* an absolute path of printable characters (the file is checked when an endpoint opens) */
 		size_t n = strlen(v);

@@ -45,7 +45,11 @@ struct emp_conf_options {
 				       * group, default "" (0600, owner only) */
 	int auth;                     /* auth on|off: every frame carries a keyed MAC, default off */
 	char auth_key[256];           /* auth_key PATH: the cluster secret (absolute path), needed by auth on */
+	int transport;                /* transport afpacket|udp (EMP_TRANSPORT_*), default afpacket */
 };
+
+#define EMP_TRANSPORT_AFPACKET 0      /* EMP frames as raw Ethernet frames (AF_PACKET) */
+#define EMP_TRANSPORT_UDP      1      /* each EMP frame one UDP datagram (segment): GSO/GRO batching */
 
 struct emp_conf {
 	char path[256];

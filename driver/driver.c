@@ -1,4 +1,4 @@
-/* driver.c: the backend registry: maps a driver name ("afpacket", "sim") to its ops struct. */
+/* driver.c: the backend registry: maps a driver name ("afpacket", "sim", "udp") to its ops struct. */
 #include <stddef.h>
 #include <string.h>
 
@@ -7,6 +7,7 @@
 static const struct emp_driver_ops *const drivers[] = {
 	&emp__afpacket_ops,
 	&emp__sim_ops,
+	&emp__udp_ops,
 };
 
 /* NULL or "" selects the default backend, afpacket; an unknown name gives NULL. */

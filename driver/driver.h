@@ -22,6 +22,12 @@ struct emp_rxframe {
 
 struct emp_sim_wire;
 
+/* a config host as a backend that addresses frames by IP sees it */
+struct emp_dev_host {
+	uint8_t mac[6];
+	uint32_t ip;                 /* IPv4, network order */
+};
+
 /* What a backend needs to open a device. */
 struct emp_dev_params {
 	const char *ifname;          /* afpacket: interface; NULL = caller resolves */
@@ -31,6 +37,8 @@ struct emp_dev_params {
 	unsigned rx_frames;          /* ring size hint, 0 = default */
 	struct emp_sim_wire *wire;   /* sim: the wire to attach to */
 	const uint8_t *mac;          /* sim: this port's MAC (6 bytes) */
+	const struct emp_dev_host *hosts;   /* udp (EMP_DRV_HOSTS): the config's hosts */
+	unsigned nhosts;
 	/* optional: frames wait that wait_fd does not show (afpacket, while its
 	 * rx ring is built): the caller drives the device soon; called from a
 	 * thread of the driver's, may run at any time until close */
@@ -43,6 +51,7 @@ struct emp_dev_params {
 /* what a backend needs from the layer that opens it (flags below) */
 #define EMP_DRV_IFNAME  1u      /* opens a named network interface (p->ifname) */
 #define EMP_DRV_IDLOCK  2u      /* shares a wire with other processes: endpoint ids are locked */
+#define EMP_DRV_HOSTS   4u      /* addresses frames by the config's IPs (p->hosts) */
 
 struct emp_driver_ops {
 	const char *name;
@@ -75,6 +84,9 @@ struct emp_driver_ops {
 
 extern const struct emp_driver_ops emp__afpacket_ops;
 extern const struct emp_driver_ops emp__sim_ops;
+extern const struct emp_driver_ops emp__udp_ops;
+/* udp: datagrams read, frames split from them, segments dropped (wrong sender) */
+void emp__udp_counts(void *priv, uint64_t *datagrams, uint64_t *frames, uint64_t *bad);
 
 const struct emp_driver_ops *emp__driver_find(const char *name);
 

@@ -320,6 +320,53 @@ static void device_kick(void *arg)
 	pthread_mutex_unlock(&ep->kick_mu);
 }
 
+/* The backend: the caller's (tests: sim), else EMP_TRANSPORT (afpacket or
+ * udp), else the config's `option transport`. */
+static int pick_driver(struct emp_endpoint *ep, const struct emp_open_opts *o)
+{
+	const char *name = o->driver;
+	const char *env = secure_getenv("EMP_TRANSPORT");
+	if (!name || !*name) {
+		if (env && *env) {
+			if (strcmp(env, "afpacket") && strcmp(env, "udp")) {
+				emp__set_error("emp: EMP_TRANSPORT: expected afpacket or udp");
+				return -EINVAL;
+			}
+			name = env;
+		} else {
+			name = ep->conf.opt.transport == EMP_TRANSPORT_UDP ? "udp" : "afpacket";
+		}
+	}
+	ep->ops = emp__driver_find(name);
+	if (!ep->ops) {
+		emp__set_error("emp: unknown driver '%s' (afpacket, udp or sim)", name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int open_device_named(struct emp_endpoint *ep, const struct emp_open_opts *o,
+			     struct emp_dev_params *pp, char *ifname, size_t iflen)
+{
+	struct emp_dev_params p = *pp;
+	if (ep->ops->flags & EMP_DRV_IFNAME) {
+		const char *env = secure_getenv("EMP_IFNAME");
+		if (o->ifname)
+			snprintf(ifname, iflen, "%s", o->ifname);
+		else if (env && *env)
+			snprintf(ifname, iflen, "%s", env);
+		else if (emp__resolve_ifname(&ep->conf, ifname, iflen) < 0)
+			return -ENODEV;
+		p.ifname = ifname;
+	}
+	int rc = ep->ops->open(&p, &ep->dev);
+	if (rc < 0)
+		return rc;
+	ep->ops->mac(ep->dev, ep->mac);
+	ep->dev_fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
+	return 0;
+}
+
 static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 {
 	char err[256] = "", ifname[64] = "";
@@ -328,41 +375,63 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 		.qdisc_bypass = ep->conf.opt.qdisc_bypass, .wire = o->wire, .mac = o->mac,
 		.kick = device_kick, .kick_arg = ep, .err = err, .errlen = sizeof(err),
 	};
-	ep->ops = emp__driver_find(o->driver);
-	if (!ep->ops) {
-		emp__set_error("emp: unknown driver '%s' (afpacket or sim)", o->driver);
-		return -EINVAL;
+	struct emp_dev_host *hosts = NULL;
+	if (ep->ops->flags & EMP_DRV_HOSTS) {
+		hosts = calloc((size_t)ep->conf.npeers + 1, sizeof(*hosts));
+		if (!hosts)
+			return -ENOMEM;
+		for (int i = 0; i < ep->conf.npeers; i++) {
+			memcpy(hosts[i].mac, ep->conf.peers[i].mac, 6);
+			hosts[i].ip = ep->conf.peers[i].ip;
+		}
+		p.hosts = hosts;
+		p.nhosts = (unsigned)ep->conf.npeers;
 	}
-	if (ep->ops->flags & EMP_DRV_IFNAME) {
-		const char *env = secure_getenv("EMP_IFNAME");
-		if (o->ifname)
-			snprintf(ifname, sizeof(ifname), "%s", o->ifname);
-		else if (env && *env)
-			snprintf(ifname, sizeof(ifname), "%s", env);
-		else if (emp__resolve_ifname(&ep->conf, ifname, sizeof(ifname)) < 0)
-			return -ENODEV;
-		p.ifname = ifname;
-	}
-	int rc = ep->ops->open(&p, &ep->dev);
-	if (rc < 0) {
+	int rc = open_device_named(ep, o, &p, ifname, sizeof(ifname));
+	free(hosts);                  /* the backend keeps its own copy */
+	if (rc < 0)
 		emp__set_error("%s", err[0] ? err : "emp: cannot open device");
-		return rc;
-	}
-	ep->ops->mac(ep->dev, ep->mac);
-	ep->dev_fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
-	return 0;
+	return rc;
 }
 
 /* The endpoint id: o->endpoint, or a random one for EMP_EP_AUTO; a driver on a
  * wire other processes share (afpacket) locks it in this network namespace
  * first (eplock.c). */
+/* udp: the id is the UDP port, so a random one avoids the kernel's range of
+ * ephemeral ports (a client's TCP port there gets a UDP side channel bound
+ * to the same number, negotiate.c): above it when there is room, else below */
+static uint16_t random_port_id(void)
+{
+	static unsigned lo, hi;
+	if (!hi) {
+		unsigned a = 32768, b = 60999;
+		FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+		if (f) {
+			if (fscanf(f, "%u %u", &a, &b) != 2 || a > b || b > 65535)
+				a = 32768, b = 60999;
+			fclose(f);
+		}
+		lo = a, hi = b;
+	}
+	for (int i = 0; i < 1000; i++) {
+		uint16_t id = emp__random_epid();
+		if (id < lo || id > hi) {
+			if (hi <= EMP_EP_AUTO_MAX - 512 && id < hi)
+				continue;          /* room above the range: stay clear of servers' ports */
+			return id;
+		}
+	}
+	return emp__random_epid();
+}
+
 static int claim_id(struct emp_endpoint *ep, const struct emp_open_opts *o)
 {
-	const struct emp_driver_ops *ops = emp__driver_find(o->driver);
+	const struct emp_driver_ops *ops = ep->ops;
 	int lock = ops && (ops->flags & EMP_DRV_IDLOCK);
 	int tries = o->endpoint == EMP_EP_AUTO ? 64 : 1;
 	for (int i = 0; i < tries; i++) {
-		uint16_t id = o->endpoint == EMP_EP_AUTO ? emp__random_epid() : o->endpoint;
+		uint16_t id = o->endpoint != EMP_EP_AUTO ? o->endpoint
+			    : (ops->flags & EMP_DRV_HOSTS) ? random_port_id() : emp__random_epid();
 		int fd = lock ? emp__eplock(ep->conf.opt.ethertype, id) : -1;
 		if (fd >= 0 || !lock) {
 			ep->epid = id;
@@ -469,9 +538,18 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 			return rc;
 		}
 	}
-	rc = claim_id(ep, o);
-	if (rc == 0)
-		rc = open_device(ep, o);
+	rc = pick_driver(ep, o);
+	/* an id whose UDP port another socket holds (udp): another id */
+	for (int tries = 0; rc == 0; tries++) {
+		rc = claim_id(ep, o);
+		if (rc == 0)
+			rc = open_device(ep, o);
+		if (rc != -EADDRINUSE || o->endpoint != EMP_EP_AUTO || tries >= 16)
+			break;
+		emp__epunlock(ep->eplock);
+		ep->eplock = -1;
+		rc = 0;
+	}
 	if (rc < 0) {
 		emp__epunlock(ep->eplock);
 		emp_conf_free(&ep->conf);

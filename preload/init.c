@@ -145,7 +145,6 @@ emp_endpoint_t *es__engine(void)
 		struct emp_open_opts o;
 		memset(&o, 0, sizeof o);
 		o.conf = &es__g.conf;
-		o.driver = "afpacket";
 		/* a random id no other endpoint here holds (EMP_EP_AUTO), or the
 		 * one EMP_ENDPOINT names (a restarted server keeping its id) */
 		o.endpoint = (uint16_t)env_u("EMP_ENDPOINT", EMP_EP_AUTO, EMP_EP_AUTO_MIN, EMP_EP_AUTO_MAX);

@@ -3,7 +3,7 @@
 
 /* Every suite named here must exist: a missing or misspelled one fails the
  * link, it never silently drops out of the run. */
-#define SUITES(X) X(conf) X(sim) X(engine) X(libemp) X(faults) X(stream) X(stats) X(shm) X(ids) X(harden) X(peers) X(acks) X(auth) X(bulk)
+#define SUITES(X) X(conf) X(sim) X(engine) X(libemp) X(faults) X(stream) X(stats) X(shm) X(ids) X(harden) X(peers) X(acks) X(auth) X(bulk) X(udp)
 #define DECL(n) extern const struct emp_test_suite emp_suite_##n;
 SUITES(DECL)
 
