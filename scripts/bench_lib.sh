@@ -146,11 +146,14 @@ port_pid() {
 	on "$1" ss -ltnpH "sport = :$2" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
 }
 
-# wire_bytes: EtherType 0x88B5 bytes that arrived at h1 and h2 so far (nft counters of scripts/cluster)
+# wire_bytes: EMP bytes that arrived at h1 and h2 so far (nft counters of scripts/cluster):
+# EtherType 0x88B5 frames, or with EMP_TRANSPORT=udp IPv4 UDP datagrams (the EMP
+# endpoints' and the negotiation's: a few hundred bytes per connection)
 wire_bytes() {
-	local h b t=0
+	local h b t=0 c=emp_rx
+	[ "${EMP_TRANSPORT:-}" = udp ] && c=emp_udp
 	for h in 1 2; do
-		b=$(on "$h" nft list counter netdev emp emp_rx 2>/dev/null | awk '/packets/ { print $4 }')
+		b=$(on "$h" nft list counter netdev emp $c 2>/dev/null | awk '/packets/ { print $4 }')
 		t=$((t + ${b:-0}))
 	done
 	echo "$t"

@@ -268,7 +268,7 @@ def assemble(records, meta):
         k = r.pop("kind")
         r.pop("scenario", None)
         if k == "scenario":
-            s.update({x: r.get(x) for x in ("group", "mtu", "rate", "offloads")})
+            s.update({x: r.get(x) for x in ("group", "mtu", "rate", "offloads", "transport")})
         elif k == "emp_status":
             s["emp_sockets"] = {"available": r.get("available"), "reason": r.get("reason"),
                                 "first_error": r.get("first_error")}
@@ -371,7 +371,8 @@ def ratios(s):
 # ---------------------------------------------------------------- table
 def wire_desc(s):
     w = "switch shaped to %s" % s["rate"] if s.get("rate") else "veth pair"
-    return "%s, MTU %s, offloads %s" % (w, s.get("mtu"), s.get("offloads"))
+    return "%s, MTU %s, offloads %s, EMP transport %s" % (w, s.get("mtu"), s.get("offloads"),
+                                                          s.get("transport") or "afpacket")
 
 
 def emp_line(s):

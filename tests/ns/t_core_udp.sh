@@ -6,11 +6,7 @@ cluster_up --offloads on
 cp "$EMP_CONF" "$T/conf"
 printf 'option transport udp\noption checksum on\n' >>"$T/conf"
 export EMP_CONF=$T/conf
-# UDP bytes and datagrams into host N (an nft counter on IPv4 UDP), and its kernel's UDP InDatagrams
-for h in 1 2; do
-	on $h nft add counter netdev emp emp_udp
-	on $h nft add rule netdev emp ingress meta protocol ip ip protocol udp counter name emp_udp
-done
+# UDP bytes into host N (the cluster's nft counter on IPv4 UDP), and its kernel's UDP InDatagrams
 udp_bytes() { on "$1" nft list counter netdev emp emp_udp | awk '/packets/ { print $4 }'; }
 in_dgrams() { on "$1" awk '/^Udp: [0-9]/ { print $2 }' /proc/net/snmp; }
 frames_rx() { sed -n 's/^emp: frames tx [0-9]* rx \([0-9]*\),.*/\1/p' "$1" | tail -1; }
