@@ -541,6 +541,22 @@ static void t_stats_group(void)
 	expect_err(1, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "option stats_group aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n");
 }
 
+/* option transport: afpacket (default) or udp, nothing else. */
+static void t_transport(void)
+{
+	CHECK_EQ(parse(PEERS), 0);
+	CHECK_EQ(C.opt.transport, EMP_TRANSPORT_AFPACKET);
+	emp_conf_free(&C);
+	CHECK_EQ(parse("option transport udp\n"), 0);
+	CHECK_EQ(C.opt.transport, EMP_TRANSPORT_UDP);
+	emp_conf_free(&C);
+	CHECK_EQ(parse("option transport afpacket\n"), 0);
+	CHECK_EQ(C.opt.transport, EMP_TRANSPORT_AFPACKET);
+	emp_conf_free(&C);
+	expect_err(1, "tcp", "option transport tcp\n");
+	expect_err(1, "UDP", "option transport UDP\n");
+}
+
 /* The config must be a regular file: a FIFO (which would block the first
  * socket() of every program for ever), a device or a socket is refused at
  * once, named directly or by $EMP_CONF. */
@@ -592,6 +608,7 @@ static const struct emp_test tests[] = {
 	{ "conf_load_errors", t_load_errors, 0 },
 	{ "conf_err_ethertype_taken", t_err_ethertype_taken, 0 },
 	{ "conf_stats_group", t_stats_group, 0 },
+	{ "conf_transport", t_transport, 0 },
 	{ "conf_load_not_regular", t_load_not_regular, 10 },
 	{ "conf_example", t_example, 0 },
 	{ "conf_rules_match", t_rules_match, 0 },

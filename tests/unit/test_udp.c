@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 
 #include "runner.h"
+#include "conf.h"
 #include "driver.h"
+#include "emp.h"
 #include "proto.h"
 
 #define EP_A 61001
@@ -154,9 +156,24 @@ static void t_udp_port_taken(void)
 	emp__udp_ops.close(a);
 }
 
+/* EMP_TRANSPORT names the transport for one process: anything but afpacket
+ * or udp is refused with a clear error before a device is opened */
+static void t_udp_env(void)
+{
+	struct emp_conf c;
+	emp_conf_defaults(&c);
+	emp_endpoint_t *ep = NULL;
+	struct emp_open_opts o = { .conf = &c, .endpoint = 7, .no_progress_thread = 1 };
+	CHECK(setenv("EMP_TRANSPORT", "raw;rm -rf /", 1) == 0);
+	CHECK_EQ(emp_open(&ep, &o), -EINVAL);
+	CHECK_MSG(strstr(emp_last_error(), "EMP_TRANSPORT"), "%s", emp_last_error());
+	unsetenv("EMP_TRANSPORT");
+}
+
 static const struct emp_test tests[] = {
 	{ "udp_gso_split", t_udp_gso, 20 },
 	{ "udp_hostile_sender", t_udp_hostile, 20 },
 	{ "udp_port_taken", t_udp_port_taken, 20 },
+	{ "udp_env_transport", t_udp_env, 20 },
 };
 const struct emp_test_suite emp_suite_udp = { "udp", tests, sizeof(tests) / sizeof(tests[0]) };
