@@ -72,6 +72,9 @@ struct afp {
 	uint64_t t_open_ns;     /* a process alive past RING_AFTER_NS builds it too */
 	uint64_t switch_left;   /* frames the pool had no room for at the switch (retransmitted) */
 	int hgrace;             /* a grace period has passed since the ring went up */
+	uint64_t t_ring_real;   /* CLOCK_REALTIME after the ring went up (0: not yet) */
+	int hcaught;            /* hfd gave a frame stamped after that: the rest of it is in the ring */
+	uint64_t hdups;         /* hfd frames not read because the ring has them (a test's count) */
 	void (*kick)(void *arg);          /* emp_dev_params.kick */
 	void *kick_arg;
 	int builder;            /* 0 none, 1 running (join it), 2 could not start */

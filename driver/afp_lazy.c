@@ -35,7 +35,12 @@
  *  4. mode RINGH: readers take the ring, then the pool and hfd; the first
  *     reader that finds all three empty (a grace period after the ring went
  *     up) goes to mode RING, and the helper closes hfd (another grace period,
- *     on the helper's time).
+ *     on the helper's time). hfd hears every frame, so under a steady stream
+ *     it never runs empty (0.4-0.5 s of frames read twice in an iperf3
+ *     receiver): its frames carry their kernel receive time (SO_TIMESTAMPNS),
+ *     and the first one stamped after the ring went up ends it, since every
+ *     frame queued behind that one reached the ring as well (one delivery
+ *     walk hands a frame to both sockets).
  *
  * Frames seen twice (on hfd and on fd or its ring) are duplicates, which the
  * engine drops like any other. Frames that arrive during step 3 reach only
@@ -49,11 +54,29 @@
 #define RING_AFTER_DEFAULT 256
 #define RING_AFTER_NS 1000000000ull   /* or at the first frame after a second of life */
 
-static uint64_t mono_ns(void)
+static uint64_t clock_ns(clockid_t c)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(c, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/* the kernel receive time of message m (SCM_TIMESTAMPNS), 0 if none */
+static uint64_t stamp_ns(struct msghdr *m)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+			struct timespec ts;
+			memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+			return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		}
+	return 0;
 }
 
 int emp__afp_lazy_init(struct afp *a)
@@ -97,13 +120,19 @@ static int pool_fill(struct afp *a, int fd)
 		return 0;
 	struct mmsghdr mm[RECV_BATCH];
 	struct iovec iov[RECV_BATCH];
+	uint8_t ctl[RECV_BATCH][CMSG_SPACE(sizeof(struct timespec))];
 	unsigned k = room < RECV_BATCH ? room : RECV_BATCH;
+	uint64_t t_ring = fd == a->hfd ? a->t_ring_real : 0;
 	memset(mm, 0, sizeof(mm[0]) * k);
 	for (unsigned i = 0; i < k; i++) {
 		iov[i].iov_base = pool_at(a, a->pfill + i);
 		iov[i].iov_len = a->pool_slot - POOL_OFF;
 		mm[i].msg_hdr.msg_iov = &iov[i];
 		mm[i].msg_hdr.msg_iovlen = 1;
+		if (t_ring) {
+			mm[i].msg_hdr.msg_control = ctl[i];
+			mm[i].msg_hdr.msg_controllen = sizeof(ctl[i]);
+		}
 	}
 	int r = recvmmsg(fd, mm, k, MSG_DONTWAIT, NULL);
 	if (r <= 0)
@@ -111,6 +140,13 @@ static int pool_fill(struct afp *a, int fd)
 	unsigned w = a->pfill;
 	for (int i = 0; i < r; i++) {
 		unsigned pos = a->pfill + (unsigned)i;
+		uint64_t ts = t_ring ? stamp_ns(&mm[i].msg_hdr) : 0;
+		if (ts && ts >= t_ring) {
+			/* this one and every one behind it reached the ring too */
+			a->hcaught = 1;
+			a->hdups += (unsigned)(r - i);
+			break;
+		}
 		if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || mm[i].msg_len < EMP_ETH_HLEN) {
 			a->truncated++;    /* longer than a slot (MTU raised?) */
 			continue;
@@ -123,6 +159,8 @@ static int pool_fill(struct afp *a, int fd)
 	}
 	int got = (int)(w - a->pfill);
 	a->pfill = w;
+	if (a->hcaught && fd == a->hfd)
+		return got ? got : -1;
 	return (unsigned)r < k ? (got ? got : -1) : got;
 }
 
@@ -166,7 +204,7 @@ int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 	if (a->phead == a->pfill) {
 		if (m <= AFP_SWITCH)
 			pool_fill(a, a->fd);
-		if ((m == AFP_SWITCH || m == AFP_RINGH) && a->phead == a->pfill)
+		if ((m == AFP_SWITCH || m == AFP_RINGH) && a->phead == a->pfill && !a->hcaught)
 			pool_fill(a, a->hfd);
 	}
 	if (a->phead != a->pfill) {
@@ -178,9 +216,10 @@ int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 		    (a->rx_seen >= a->ring_after ||
 		     (a->t_open_ns && mono_ns() - a->t_open_ns >= RING_AFTER_NS)))
 			start_builder(a);
-	} else if (m == AFP_RINGH && a->hgrace && a->ptail == a->pfill) {
+	} else if (m == AFP_RINGH && (a->hgrace || a->hcaught) && a->ptail == a->pfill) {
 		/* the pool is empty and so was hfd, a grace period after the ring
-		 * went up: whatever hfd hears from now on, the ring has too */
+		 * went up, or hfd gave a frame the ring has too: whatever hfd
+		 * holds or hears from now on, the ring has as well */
 		__atomic_store_n(&a->mode, AFP_RING, __ATOMIC_RELEASE);
 		pthread_cond_signal(&a->cv);
 		m = AFP_RING;
@@ -286,6 +325,8 @@ static void *builder(void *arg)
 			emp__sys_close(h);
 		return NULL;                     /* stays on recvmmsg */
 	}
+	int one = 1;                         /* receive times: when hfd has caught up with the ring */
+	(void)emp__sys_setsockopt(h, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
 	pthread_mutex_lock(&a->mu);
 	a->hfd = h;
 	pthread_mutex_unlock(&a->mu);
@@ -304,6 +345,9 @@ static void *builder(void *arg)
 		emp__sys_close(h);
 		return NULL;
 	}
+	pthread_mutex_lock(&a->mu);          /* fd is hooked up with its ring: later frames reach it */
+	a->t_ring_real = clock_ns(CLOCK_REALTIME);
+	pthread_mutex_unlock(&a->mu);
 	set_mode(a, AFP_RINGH);              /* readers take the ring too (it wakes them) */
 	grace();                             /* every frame that missed the ring is in hfd */
 	pthread_mutex_lock(&a->mu);

@@ -39,7 +39,7 @@ int main(int argc, char **argv)
 	}
 	struct afp *a = dev;
 	uint8_t *seen = calloc(count, 1);
-	unsigned distinct = 0, dups = 0, bad = 0, from_ring = 0;
+	unsigned distinct = 0, dups = 0, bad = 0, from_ring = 0, late_dups = 0, ring_seen = 0;
 	int fd = emp__afpacket_ops.wait_fd(dev);
 	printf("ready\n");
 	fflush(stdout);
@@ -57,12 +57,12 @@ int main(int argc, char **argv)
 			if (k >= count)
 				bad++;
 			else if (seen[k])
-				dups++;
+				dups++, late_dups += ring_seen && !a->last_ring;
 			else
 				seen[k] = 1, distinct++;
 		}
 		if (n > 0 && a->last_ring)
-			from_ring += (unsigned)n;
+			from_ring += (unsigned)n, ring_seen = 1;
 		emp__afpacket_ops.rx_release(dev, n > 0 ? (unsigned)n : 0);
 		if (n <= 0) {
 			struct pollfd pf = { fd, POLLIN, 0 };
@@ -70,8 +70,11 @@ int main(int argc, char **argv)
 		}
 	}
 	int mode = __atomic_load_n(&a->mode, __ATOMIC_ACQUIRE);
-	printf("got %u of %u distinct, %u duplicates, %u bad, %u from the ring, mode %d, left %llu\n",
-	       distinct, count, dups, bad, from_ring, mode, (unsigned long long)a->switch_left);
+	printf("late duplicates %u\n", late_dups);
+	printf("got %u of %u distinct, %u duplicates, %u bad, %u from the ring, mode %d, left %llu, "
+	       "helper caught up %d (%llu of its frames left unread)\n",
+	       distinct, count, dups, bad, from_ring, mode, (unsigned long long)a->switch_left, a->hcaught,
+	       (unsigned long long)a->hdups);
 	emp__afpacket_ops.close(dev);
 	free(seen);
 	return distinct == count && mode == AFP_RING && from_ring > 0 ? 0 : 1;
