@@ -203,6 +203,12 @@ static int udp_open(const struct emp_dev_params *p, void **priv)
 	u->fd = -1;
 	u->gso = 1;
 	u->epid = p->endpoint;
+	if (!u->epid) {
+		/* port 0 would bind a port the kernel picks, not the id peers address */
+		seterr(p, "emp: udp: endpoint id 0 has no port of its own");
+		free(u);
+		return -EINVAL;
+	}
 	u->buf = malloc((size_t)RX_BUFS * RX_BUF_BYTES);
 	u->hosts = calloc(p->nhosts + 1, sizeof(*u->hosts));
 	if (!u->buf || !u->hosts) {
@@ -274,8 +280,11 @@ static int frame_dst(struct udpdev *u, const struct emp_txframe *t, struct socka
  * no known destination is a marked message of its own (msg_len -1), not sent */
 static unsigned build(struct udpdev *u, const struct emp_txframe *f, unsigned n)
 {
+	const unsigned iov_cap = sizeof(u->tiov) / sizeof(u->tiov[0]), per = 1 + EMP_TX_PIECES;
 	unsigned nm = 0, ni = 0, i = 0;
-	while (i < n && nm < TX_FRAMES) {
+	/* a burst may hold more frames than TX_FRAMES (runs of up to TX_SEGS):
+	 * stop while every frame of the next message still has its iovecs */
+	while (i < n && nm < TX_FRAMES && ni + per <= iov_cap) {
 		struct sockaddr_in *to = &u->tdst[nm];
 		if (!frame_dst(u, &f[i], to)) {
 			u->tframes[nm] = 1;    /* an empty message nobody gets: counted as sent */
@@ -287,7 +296,7 @@ static unsigned build(struct udpdev *u, const struct emp_txframe *f, unsigned n)
 		unsigned seg = frame_len(&f[i]), k = 0, bytes = 0;
 		struct iovec *iv = &u->tiov[ni];
 		unsigned niv = 0;
-		while (i + k < n && k < (u->gso ? TX_SEGS : 1u)) {
+		while (i + k < n && k < (u->gso ? TX_SEGS : 1u) && ni + niv + per <= iov_cap) {
 			const struct emp_txframe *t = &f[i + k];
 			unsigned len = frame_len(t);
 			struct sockaddr_in d;

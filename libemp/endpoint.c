@@ -345,7 +345,7 @@ static int pick_driver(struct emp_endpoint *ep, const struct emp_open_opts *o)
 	return 0;
 }
 
-static int open_device_named(struct emp_endpoint *ep, const struct emp_open_opts *o,
+static int open_backend(struct emp_endpoint *ep, const struct emp_open_opts *o,
 			     struct emp_dev_params *pp, char *ifname, size_t iflen)
 {
 	struct emp_dev_params p = *pp;
@@ -387,16 +387,13 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 		p.hosts = hosts;
 		p.nhosts = (unsigned)ep->conf.npeers;
 	}
-	int rc = open_device_named(ep, o, &p, ifname, sizeof(ifname));
+	int rc = open_backend(ep, o, &p, ifname, sizeof(ifname));
 	free(hosts);                  /* the backend keeps its own copy */
 	if (rc < 0)
 		emp__set_error("%s", err[0] ? err : "emp: cannot open device");
 	return rc;
 }
 
-/* The endpoint id: o->endpoint, or a random one for EMP_EP_AUTO; a driver on a
- * wire other processes share (afpacket) locks it in this network namespace
- * first (eplock.c). */
 /* udp: the id is the UDP port, so a random one avoids the kernel's range of
  * ephemeral ports (a client's TCP port there gets a UDP side channel bound
  * to the same number, negotiate.c): above it when there is room, else below */
@@ -424,6 +421,9 @@ static uint16_t random_port_id(void)
 	return emp__random_epid();
 }
 
+/* The endpoint id: o->endpoint, or a random one for EMP_EP_AUTO; a driver on a
+ * wire other processes share (afpacket) locks it in this network namespace
+ * first (eplock.c). */
 static int claim_id(struct emp_endpoint *ep, const struct emp_open_opts *o)
 {
 	const struct emp_driver_ops *ops = ep->ops;

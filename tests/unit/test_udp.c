@@ -19,13 +19,21 @@
 
 static const struct emp_dev_host lo_host = { { 0, 0, 0, 0, 0, 0 }, 0 };
 
+/* params for an endpoint on lo whose only host is lo_host at 127.0.0.1 */
+static struct emp_dev_params lo_params(uint16_t ep, struct emp_dev_host *h, char *err, size_t errlen)
+{
+	*h = lo_host;
+	h->ip = htonl(INADDR_LOOPBACK);
+	err[0] = 0;
+	return (struct emp_dev_params){ .ifname = "lo", .endpoint = ep, .hosts = h, .nhosts = 1,
+					.err = err, .errlen = errlen };
+}
+
 static void *open_lo(uint16_t ep)
 {
-	struct emp_dev_host h = lo_host;
-	h.ip = htonl(INADDR_LOOPBACK);
-	char err[256] = "";
-	struct emp_dev_params p = { .ifname = "lo", .endpoint = ep, .hosts = &h, .nhosts = 1,
-				    .err = err, .errlen = sizeof err };
+	struct emp_dev_host h;
+	char err[256];
+	struct emp_dev_params p = lo_params(ep, &h, err, sizeof err);
 	void *d = NULL;
 	int rc = emp__udp_ops.open(&p, &d);
 	CHECK_MSG(rc == 0, "open on lo: %s", err);
@@ -69,8 +77,8 @@ static int collect(void *d, uint8_t (*out)[2048], unsigned *lens, int want)
 	return got;
 }
 
-static uint8_t rx[256][2048];
-static unsigned rxlen[256];
+static uint8_t rx[512][2048];
+static unsigned rxlen[512];
 
 /* 100 frames of 1440 bytes and a short last one, one tx_burst: they arrive
  * intact and in order, in fewer datagrams than frames (GSO + GRO) */
@@ -143,17 +151,54 @@ static void t_udp_hostile(void)
 static void t_udp_port_taken(void)
 {
 	void *a = open_lo(EP_A);
-	struct emp_dev_host h = lo_host;
-	h.ip = htonl(INADDR_LOOPBACK);
-	char err[256] = "";
-	struct emp_dev_params p = { .ifname = "lo", .endpoint = EP_A, .hosts = &h, .nhosts = 1,
-				    .err = err, .errlen = sizeof err };
+	struct emp_dev_host h;
+	char err[256];
+	struct emp_dev_params p = lo_params(EP_A, &h, err, sizeof err);
 	void *d = NULL;
 	CHECK_EQ(emp__udp_ops.open(&p, &d), -EADDRINUSE);
 	CHECK(strstr(err, "port 61001"));
 	p.nhosts = 0;                                           /* own MAC not in the config */
 	CHECK_EQ(emp__udp_ops.open(&p, &d), -ENOENT);
+	p = lo_params(0, &h, err, sizeof err);                  /* id 0: no port of its own */
+	CHECK_EQ(emp__udp_ops.open(&p, &d), -EINVAL);
+	CHECK(strstr(err, "endpoint id 0"));
 	emp__udp_ops.close(a);
+}
+
+/* one burst of 400 frames in 4 pieces each (2000 iovecs, more than one
+ * sendmmsg's worth): every frame arrives intact and in order */
+static void t_udp_big_burst(void)
+{
+	enum { N = 400, PL = 300 };
+	void *a = open_lo(EP_A), *b = open_lo(EP_B);
+	static uint8_t hdr[N][64], pay[N][EMP_TX_PIECES][PL];
+	static struct emp_txframe f[N];
+	for (int i = 0; i < N; i++) {
+		mkhdr(hdr[i], EP_A, EP_B, lo_host.mac);
+		f[i] = (struct emp_txframe){ .hdr = hdr[i], .hdr_len = EMP_ETH_HLEN + EMP_HDR_LEN, .npieces = EMP_TX_PIECES };
+		for (int j = 0; j < EMP_TX_PIECES; j++) {
+			for (int k = 0; k < PL; k++)
+				pay[i][j][k] = (uint8_t)(i * 31 + j * 7 + k);
+			f[i].piece[j].p = pay[i][j];
+			f[i].piece[j].len = PL;
+		}
+	}
+	int sent = 0;
+	for (int tries = 0; sent < N && tries < 100; tries++) {
+		int r = emp__udp_ops.tx_burst(a, f + sent, N - sent);
+		CHECK(r >= 0);
+		sent += r;
+	}
+	CHECK_EQ(sent, N);
+	CHECK_EQ(collect(b, rx, rxlen, N), N);
+	unsigned hl = EMP_ETH_HLEN + EMP_HDR_LEN;
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(rxlen[i], hl + EMP_TX_PIECES * PL);
+		CHECK_MSG(!memcmp(rx[i], hdr[i], hl) && !memcmp(rx[i] + hl, pay[i], sizeof pay[i]),
+			  "frame %d damaged", i);
+	}
+	emp__udp_ops.close(a);
+	emp__udp_ops.close(b);
 }
 
 /* EMP_TRANSPORT names the transport for one process: anything but afpacket
@@ -174,6 +219,7 @@ static const struct emp_test tests[] = {
 	{ "udp_gso_split", t_udp_gso, 20 },
 	{ "udp_hostile_sender", t_udp_hostile, 20 },
 	{ "udp_port_taken", t_udp_port_taken, 20 },
+	{ "udp_big_burst", t_udp_big_burst, 20 },
 	{ "udp_env_transport", t_udp_env, 20 },
 };
 const struct emp_test_suite emp_suite_udp = { "udp", tests, sizeof(tests) / sizeof(tests[0]) };
