@@ -18,7 +18,7 @@ enum { AFP_TX_MMSG, AFP_TX_RING, AFP_TX_RINGFRAGS };   /* EMP_AFP_TX: mmsg, ring
 /* how the receive socket is read (afp.mode, changed by the builder thread) */
 enum {
 	AFP_RECV,     /* no ring yet: recvmmsg from fd into the pool */
-	AFP_SWITCH,   /* the helper socket hfd hears every frame too: read fd and hfd */
+	AFP_SWITCH,   /* the helper socket hfd hears every frame too: read hfd, empty fd unread */
 	AFP_RINGH,    /* fd has its ring: read the pool, then hfd, then the ring */
 	AFP_RING,     /* the ring only (hfd handed back to the builder to close) */
 };
@@ -75,6 +75,10 @@ struct afp {
 	uint64_t t_ring_real;   /* CLOCK_REALTIME after the ring went up (0: not yet) */
 	int hcaught;            /* hfd gave a frame stamped after that: the rest of it is in the ring */
 	uint64_t hdups;         /* hfd frames not read because the ring has them (a test's count) */
+	uint64_t *seen;         /* keys of frames read from fd since hfd was bound (afp_lazy.c) */
+	uint64_t seen_n, seen_cur;        /* keys kept (free-running); hfd's match position */
+	uint64_t seen_dups;     /* hfd frames dropped unread because fd gave them (a test's count) */
+	uint64_t sdropped;      /* fd frames dropped unread in mode SWITCH (hfd has them; a test's count) */
 	void (*kick)(void *arg);          /* emp_dev_params.kick */
 	void *kick_arg;
 	int builder;            /* 0 none, 1 running (join it), 2 could not start */

@@ -28,7 +28,8 @@
  *  1. a helper socket hfd with the same filter is bound: from here on every
  *     frame reaches hfd as well; a grace period later, every frame that
  *     reached only fd is in fd's queue, and the helper moves them into the pool;
- *  2. mode SWITCH: readers take frames from fd and hfd;
+ *  2. mode SWITCH: readers take frames from hfd, and empty fd unread (the
+ *     waiters sleep on fd; its frames are copies of hfd's);
  *  3. PACKET_RX_RING on fd: the kernel unhooks fd, waits a grace period,
  *     drops fd's queue (copies of frames hfd holds) and hooks fd up again with
  *     the ring; a grace period later every frame that missed the ring is in hfd;
@@ -42,8 +43,9 @@
  *     frame queued behind that one reached the ring as well (one delivery
  *     walk hands a frame to both sockets).
  *
- * Frames seen twice (on hfd and on fd or its ring) are duplicates, which the
- * engine drops like any other. Frames that arrive during step 3 reach only
+ * Frames seen twice (read from fd just before the switch and again from hfd,
+ * or from hfd and the ring before the stamp rule ends hfd) are duplicates,
+ * which the engine drops like any other. Frames that arrive during step 3 reach only
  * hfd, which nobody sleeps on: the builder watches it meanwhile and kicks the
  * endpoint (emp_dev_params.kick: the progress thread drives once).
  */
@@ -111,6 +113,47 @@ static uint8_t *pool_at(struct afp *a, unsigned pos)
 	return a->pool + (size_t)a->pbuf[pos % a->pool_n] * a->pool_slot + POOL_OFF;
 }
 
+/* Frames read from fd while hfd was bound but before mode SWITCH (the grace
+ * period of step 1: 10-30 ms, thousands of frames in a bulk stream) reached
+ * hfd as well, in the same order, and hfd gives them again first. A short
+ * hash of each is kept (the last SEEN_MAX) and hfd's first frames that match
+ * them, in order, are dropped unread: without that each frame of the window
+ * was handled twice (about 3000 duplicates, and as many acks, at 5 Gbit/s). */
+#define SEEN_MAX 16384u
+
+static uint64_t frame_key(const uint8_t *p, unsigned len)
+{
+	uint64_t h = 1469598103934665603ull ^ len;
+	unsigned n = len < 64 ? len : 64;
+	for (unsigned i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	for (unsigned i = n; i < len && i < n + 8; i++)   /* a few payload bytes past the headers */
+		h = (h ^ p[len - 1 - (i - n)]) * 1099511628211ull;
+	return h;
+}
+
+/* hfd's frame with key k: 1 if fd gave it already (drop it) */
+static int seen_on_fd(struct afp *a, uint64_t k)
+{
+	if (!a->seen)
+		return 0;
+	if (a->seen_cur == UINT64_MAX) {         /* hfd's first frame: where in fd's run it starts */
+		uint64_t i = a->seen_n > SEEN_MAX ? a->seen_n - SEEN_MAX : 0;
+		for (; i < a->seen_n; i++)
+			if (a->seen[i % SEEN_MAX] == k)
+				break;
+		a->seen_cur = i;
+	}
+	if (a->seen_cur < a->seen_n && a->seen[a->seen_cur % SEEN_MAX] == k) {
+		a->seen_cur++;
+		a->seen_dups++;
+		return 1;
+	}
+	free(a->seen);                           /* past the copies: hfd's frames are new from here */
+	a->seen = NULL;
+	return 0;
+}
+
 /* Frames from fd into the free slots (under mu): how many were added, 0 when
  * none waits or there is no room, -1 when fd has nothing more to give. */
 static int pool_fill(struct afp *a, int fd)
@@ -151,6 +194,15 @@ static int pool_fill(struct afp *a, int fd)
 			a->truncated++;    /* longer than a slot (MTU raised?) */
 			continue;
 		}
+		if (a->seen && a->hfd >= 0) {
+			uint64_t key = frame_key(pool_at(a, pos), mm[i].msg_len);
+			if (fd == a->hfd) {
+				if (seen_on_fd(a, key))
+					continue;
+			} else if (a->mode == AFP_RECV) {
+				a->seen[a->seen_n++ % SEEN_MAX] = key;
+			}
+		}
 		uint32_t b = a->pbuf[w % a->pool_n];     /* keep the good ones in order */
 		a->pbuf[w % a->pool_n] = a->pbuf[pos % a->pool_n];
 		a->pbuf[pos % a->pool_n] = b;
@@ -162,6 +214,25 @@ static int pool_fill(struct afp *a, int fd)
 	if (a->hcaught && fd == a->hfd)
 		return got ? got : -1;
 	return (unsigned)r < k ? (got ? got : -1) : got;
+}
+
+/* Mode SWITCH: every frame fd holds is in hfd too (the builder emptied fd a
+ * grace period after hfd was bound), so fd's frames are dropped unread and
+ * the pool takes hfd's; fd is still emptied, since the waiters sleep on it.
+ * (Read from both, each frame was handled twice: some 3000 duplicates and
+ * their acks per process start at 5 Gbit/s.) */
+static void discard(struct afp *a, int fd)
+{
+	struct mmsghdr mm[RECV_BATCH];
+	memset(mm, 0, sizeof(mm));               /* no buffers: each frame consumed, not copied */
+	for (int rounds = 0; rounds < 8; rounds++) {
+		int r = recvmmsg(fd, mm, RECV_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
+		if (r <= 0)
+			return;
+		a->sdropped += (unsigned)r;
+		if (r < RECV_BATCH)
+			return;
+	}
 }
 
 static int pool_take(struct afp *a, struct emp_rxframe *f, unsigned max)
@@ -202,8 +273,10 @@ int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 		}
 	}
 	if (a->phead == a->pfill) {
-		if (m <= AFP_SWITCH)
+		if (m == AFP_RECV)
 			pool_fill(a, a->fd);
+		else if (m == AFP_SWITCH)
+			discard(a, a->fd);
 		if ((m == AFP_SWITCH || m == AFP_RINGH) && a->phead == a->pfill && !a->hcaught)
 			pool_fill(a, a->hfd);
 	}
@@ -327,7 +400,11 @@ static void *builder(void *arg)
 	}
 	int one = 1;                         /* receive times: when hfd has caught up with the ring */
 	(void)emp__sys_setsockopt(h, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+	uint64_t *seen = malloc(SEEN_MAX * sizeof(*seen));   /* none: duplicates, still correct */
 	pthread_mutex_lock(&a->mu);
+	a->seen = seen;
+	a->seen_n = 0;
+	a->seen_cur = UINT64_MAX;
 	a->hfd = h;
 	pthread_mutex_unlock(&a->mu);
 	grace();                             /* every frame now reaches hfd too */
@@ -340,6 +417,8 @@ static void *builder(void *arg)
 		pthread_mutex_lock(&a->mu);
 		__atomic_store_n(&a->mode, AFP_RECV, __ATOMIC_RELEASE);
 		a->hfd = -1;
+		free(a->seen);
+		a->seen = NULL;
 		a->ring_after = UINT64_MAX;
 		pthread_mutex_unlock(&a->mu);
 		emp__sys_close(h);
@@ -355,6 +434,8 @@ static void *builder(void *arg)
 	while (a->mode != AFP_RING && !a->stop)
 		pthread_cond_wait(&a->cv, &a->mu);
 	a->hfd = -1;
+	free(a->seen);
+	a->seen = NULL;
 	int stop = a->stop;
 	pthread_mutex_unlock(&a->mu);
 	emp__sys_close(h);
@@ -376,6 +457,7 @@ void emp__afp_lazy_close(struct afp *a)
 		pthread_mutex_destroy(&a->mu);
 		pthread_cond_destroy(&a->cv);
 	}
+	free(a->seen);
 	free(a->pool);
 	free(a->plen);
 	free(a->pbuf);

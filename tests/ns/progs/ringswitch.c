@@ -71,10 +71,13 @@ int main(int argc, char **argv)
 	}
 	int mode = __atomic_load_n(&a->mode, __ATOMIC_ACQUIRE);
 	printf("late duplicates %u\n", late_dups);
+	printf("duplicates %u\n", dups);
 	printf("got %u of %u distinct, %u duplicates, %u bad, %u from the ring, mode %d, left %llu, "
-	       "helper caught up %d (%llu of its frames left unread)\n",
+	       "helper caught up %d (%llu of its frames left unread), %llu dropped unread at the switch, "
+	       "%llu helper frames dropped as read from the socket already\n",
 	       distinct, count, dups, bad, from_ring, mode, (unsigned long long)a->switch_left, a->hcaught,
-	       (unsigned long long)a->hdups);
+	       (unsigned long long)a->hdups, (unsigned long long)a->sdropped,
+	       (unsigned long long)a->seen_dups);
 	emp__afpacket_ops.close(dev);
 	free(seen);
 	return distinct == count && mode == AFP_RING && from_ring > 0 ? 0 : 1;
