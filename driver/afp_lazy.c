@@ -120,6 +120,7 @@ static uint8_t *pool_at(struct afp *a, unsigned pos)
  * them, in order, are dropped unread: without that each frame of the window
  * was handled twice (about 3000 duplicates, and as many acks, at 5 Gbit/s). */
 #define SEEN_MAX 16384u
+#define SEEN_SLACK 64u
 
 static uint64_t frame_key(const uint8_t *p, unsigned len)
 {
@@ -144,11 +145,14 @@ static int seen_on_fd(struct afp *a, uint64_t k)
 				break;
 		a->seen_cur = i;
 	}
-	if (a->seen_cur < a->seen_n && a->seen[a->seen_cur % SEEN_MAX] == k) {
-		a->seen_cur++;
-		a->seen_dups++;
-		return 1;
-	}
+	/* fd's run may hold a few frames hfd never had between the ones it has
+	 * (delivery walks under way while hfd was bound): look a little ahead */
+	for (uint64_t i = a->seen_cur; i < a->seen_n && i - a->seen_cur < SEEN_SLACK; i++)
+		if (a->seen[i % SEEN_MAX] == k) {
+			a->seen_cur = i + 1;
+			a->seen_dups++;
+			return 1;
+		}
 	free(a->seen);                           /* past the copies: hfd's frames are new from here */
 	a->seen = NULL;
 	return 0;
@@ -194,7 +198,7 @@ static int pool_fill(struct afp *a, int fd)
 			a->truncated++;    /* longer than a slot (MTU raised?) */
 			continue;
 		}
-		if (a->seen && a->hfd >= 0) {
+		if (a->seen) {
 			uint64_t key = frame_key(pool_at(a, pos), mm[i].msg_len);
 			if (fd == a->hfd) {
 				if (seen_on_fd(a, key))
@@ -391,20 +395,29 @@ static void *builder(void *arg)
 {
 	struct afp *a = arg;
 	int h = emp__sys_fd_high(emp__afp_filtered_socket(a));
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(a->etype),
-				   .sll_ifindex = a->ifindex };
-	if (h < 0 || emp__sys_bind(h, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
-		if (h >= 0)
-			emp__sys_close(h);
+	if (h < 0)
 		return NULL;                     /* stays on recvmmsg */
-	}
 	int one = 1;                         /* receive times: when hfd has caught up with the ring */
 	(void)emp__sys_setsockopt(h, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
-	uint64_t *seen = malloc(SEEN_MAX * sizeof(*seen));   /* none: duplicates, still correct */
+	/* keys from before the bind on: a frame that reaches hfd is in them
+	 * whenever fd gave it (none: duplicates, still correct) */
+	uint64_t *seen = malloc(SEEN_MAX * sizeof(*seen));
 	pthread_mutex_lock(&a->mu);
 	a->seen = seen;
 	a->seen_n = 0;
 	a->seen_cur = UINT64_MAX;
+	pthread_mutex_unlock(&a->mu);
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(a->etype),
+				   .sll_ifindex = a->ifindex };
+	if (emp__sys_bind(h, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		emp__sys_close(h);
+		pthread_mutex_lock(&a->mu);
+		free(a->seen);
+		a->seen = NULL;
+		pthread_mutex_unlock(&a->mu);
+		return NULL;                     /* stays on recvmmsg */
+	}
+	pthread_mutex_lock(&a->mu);
 	a->hfd = h;
 	pthread_mutex_unlock(&a->mu);
 	grace();                             /* every frame now reaches hfd too */
