@@ -77,6 +77,7 @@ struct afp {
 	uint64_t hdups;         /* hfd frames not read because the ring has them (a test's count) */
 	uint64_t *seen;         /* keys of frames read from fd since hfd was bound (afp_lazy.c) */
 	uint64_t seen_n, seen_cur;        /* keys kept (free-running); hfd's match position */
+	unsigned seen_miss;     /* hfd frames in a row not found among them */
 	uint64_t seen_dups;     /* hfd frames dropped unread because fd gave them (a test's count) */
 	uint64_t sdropped;      /* fd frames dropped unread in mode SWITCH (hfd has them; a test's count) */
 	void (*kick)(void *arg);          /* emp_dev_params.kick */

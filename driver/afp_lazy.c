@@ -138,23 +138,28 @@ static int seen_on_fd(struct afp *a, uint64_t k)
 {
 	if (!a->seen)
 		return 0;
-	if (a->seen_cur == UINT64_MAX) {         /* hfd's first frame: where in fd's run it starts */
-		uint64_t i = a->seen_n > SEEN_MAX ? a->seen_n - SEEN_MAX : 0;
-		for (; i < a->seen_n; i++)
-			if (a->seen[i % SEEN_MAX] == k)
-				break;
-		a->seen_cur = i;
+	/* where to look: from hfd's match so far, a little ahead (fd's run may
+	 * hold frames hfd never had: delivery walks under way while hfd was
+	 * bound); for hfd's first frames, the whole run */
+	uint64_t from = a->seen_cur, lim = SEEN_SLACK;
+	if (from == UINT64_MAX) {
+		from = a->seen_n > SEEN_MAX ? a->seen_n - SEEN_MAX : 0;
+		lim = SEEN_MAX;
 	}
-	/* fd's run may hold a few frames hfd never had between the ones it has
-	 * (delivery walks under way while hfd was bound): look a little ahead */
-	for (uint64_t i = a->seen_cur; i < a->seen_n && i - a->seen_cur < SEEN_SLACK; i++)
+	for (uint64_t i = from; i < a->seen_n && i - from < lim; i++)
 		if (a->seen[i % SEEN_MAX] == k) {
 			a->seen_cur = i + 1;
+			a->seen_miss = 0;
 			a->seen_dups++;
 			return 1;
 		}
-	free(a->seen);                           /* past the copies: hfd's frames are new from here */
-	a->seen = NULL;
+	/* not among them: a frame fd never gave (its queue overflowed), or past
+	 * the copies. Past them for sure once every key was matched, or after a
+	 * few misses in a row (fewer while nothing matched: each looks at all) */
+	if (a->seen_cur == a->seen_n || ++a->seen_miss > (a->seen_cur == UINT64_MAX ? 8u : SEEN_SLACK)) {
+		free(a->seen);
+		a->seen = NULL;
+	}
 	return 0;
 }
 
@@ -406,6 +411,7 @@ static void *builder(void *arg)
 	a->seen = seen;
 	a->seen_n = 0;
 	a->seen_cur = UINT64_MAX;
+	a->seen_miss = 0;
 	pthread_mutex_unlock(&a->mu);
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(a->etype),
 				   .sll_ifindex = a->ifindex };

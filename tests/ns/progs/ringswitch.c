@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 	}
 	int mode = __atomic_load_n(&a->mode, __ATOMIC_ACQUIRE);
 	printf("late duplicates %u\n", late_dups);
-	printf("duplicates %u\n", dups);
+	printf("early duplicates %u\n", dups - late_dups);   /* before any frame came from the ring */
 	printf("got %u of %u distinct, %u duplicates, %u bad, %u from the ring, mode %d, left %llu, "
 	       "helper caught up %d (%llu of its frames left unread), %llu dropped unread at the switch, "
 	       "%llu helper frames dropped as read from the socket already\n",
