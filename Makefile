@@ -15,7 +15,7 @@ CORE_SRC:= $(FW_SRC) $(DRV_SRC) $(CONF_SRC) $(LIB_SRC)
 CORE_OBJ:= $(CORE_SRC:%.c=$(B)/obj/%.o)
 UNIT_SRC:= $(sort $(wildcard tests/unit/*.c)) tests/runner.c
 TOOLS   := $(patsubst tools/%.c,$(B)/bin/%,$(sort $(wildcard tools/*.c)))
-HDRS    := $(wildcard firmware/*.h driver/*.h conf/*.h libemp/*.h tests/*.h)
+HDRS    := $(wildcard firmware/*.h driver/*.h conf/*.h libemp/*.h tests/*.h tools/*.h)
 # the sockets shim (libempsock.so, emp-run) and its socket test programs
 PRE_SRC  := $(filter-out preload/emp-run.c,$(sort $(wildcard preload/*.c)))
 PRE_OBJ  := $(PRE_SRC:%.c=$(B)/obj/%.o)

@@ -316,6 +316,8 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 		seterr(p, "emp: afpacket: out of memory");
 		goto fail;
 	}
+	if (p->ring_now && !secure_getenv("EMP_AFP_RING_AFTER"))   /* the variable, when set, decides */
+		a->ring_after = 0;
 	if (!a->ring_after) {        /* the ring at once: drain it and the queue before the bind */
 		if ((rc = emp__afp_ring_attach(a, p->rx_frames, 1, p->err, p->errlen)) < 0)
 			goto fail;

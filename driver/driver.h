@@ -35,6 +35,7 @@ struct emp_dev_params {
 	uint16_t endpoint;           /* own endpoint id (BPF matches dst_ep) */
 	int qdisc_bypass;            /* afpacket: PACKET_QDISC_BYPASS */
 	unsigned rx_frames;          /* ring size hint, 0 = default */
+	int ring_now;                /* afpacket: the rx ring at open (emp_open_opts.ring_at_open) */
 	struct emp_sim_wire *wire;   /* sim: the wire to attach to */
 	const uint8_t *mac;          /* sim: this port's MAC (6 bytes) */
 	const struct emp_dev_host *hosts;   /* udp (EMP_DRV_HOSTS): the config's hosts */

@@ -44,6 +44,10 @@ struct emp_open_opts {
 	const struct emp_fw_config *fw_override; /* tests: engine settings to use */
 	uint64_t (*clock)(void *arg);  /* tests: virtual time; NULL = emp_now_ns */
 	void *clock_arg;
+	int ring_at_open;            /* afpacket: the receive ring now (one RCU grace period, 10-20 ms,
+					* at open), not after the 256th frame: a long-lived endpoint
+					* that wants its steady latency from the first frame. Off, a
+					* short-lived process (the sockets shim's) never pays it */
 };
 
 struct emp_status {

@@ -79,7 +79,9 @@ static inline void tool_parse(struct tool_opts *t, int argc, char **argv, int *b
 static inline emp_endpoint_t *tool_open(const struct tool_opts *t)
 {
 	emp_endpoint_t *ep;
-	struct emp_open_opts o = { .conf_path = t->conf, .ifname = t->ifname, .endpoint = t->ep };
+	/* a benchmark's endpoint lives long: its receive ring from the start */
+	struct emp_open_opts o = { .conf_path = t->conf, .ifname = t->ifname, .endpoint = t->ep,
+				   .ring_at_open = 1 };
 	int rc = emp_open(&ep, &o);
 	if (rc < 0) {
 		fprintf(stderr, "%s\n", emp_last_error());
