@@ -99,7 +99,7 @@ int emp__afp_txring_open(struct afp *a);
 void emp__afp_txring_close(struct afp *a);
 int emp__afp_txring_burst(struct afp *a, const struct emp_txframe *f, unsigned n);
 
-int emp__afp_lazy_init(struct afp *a);
+int emp__afp_lazy_init(struct afp *a, int ring_now);
 int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max);
 void emp__afp_lazy_release(struct afp *a, unsigned n);
 void emp__afp_lazy_close(struct afp *a);

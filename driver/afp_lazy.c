@@ -81,7 +81,7 @@ static uint64_t stamp_ns(struct msghdr *m)
 	return 0;
 }
 
-int emp__afp_lazy_init(struct afp *a)
+int emp__afp_lazy_init(struct afp *a, int ring_now)
 {
 	a->hfd = -1;
 	a->mode = AFP_RECV;
@@ -95,9 +95,10 @@ int emp__afp_lazy_init(struct afp *a)
 		return -ENOMEM;
 	for (unsigned i = 0; i < a->pool_n; i++)
 		a->pbuf[i] = i;
-	a->ring_after = RING_AFTER_DEFAULT;
+	a->ring_after = ring_now ? 0 : RING_AFTER_DEFAULT;
 	a->t_open_ns = mono_ns();
-	const char *e = secure_getenv("EMP_AFP_RING_AFTER");   /* frames before the ring; 0: at open */
+	/* frames before the ring (0: at open); when given, it decides over ring_now */
+	const char *e = secure_getenv("EMP_AFP_RING_AFTER");
 	if (e && *e >= '0' && *e <= '9') {
 		unsigned long long v = strtoull(e, NULL, 10);
 		a->ring_after = v > (1ull << 62) ? (1ull << 62) : v;
@@ -128,8 +129,8 @@ static uint64_t frame_key(const uint8_t *p, unsigned len)
 	unsigned n = len < 64 ? len : 64;
 	for (unsigned i = 0; i < n; i++)
 		h = (h ^ p[i]) * 1099511628211ull;
-	for (unsigned i = n; i < len && i < n + 8; i++)   /* a few payload bytes past the headers */
-		h = (h ^ p[len - 1 - (i - n)]) * 1099511628211ull;
+	for (unsigned i = 0; i < 8 && n + i < len; i++)    /* the last payload bytes too */
+		h = (h ^ p[len - 1 - i]) * 1099511628211ull;
 	return h;
 }
 

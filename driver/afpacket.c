@@ -312,12 +312,10 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 	}
 	if ((rc = open_tx(a, p)) < 0)
 		goto fail;
-	if ((rc = emp__afp_lazy_init(a)) < 0) {
+	if ((rc = emp__afp_lazy_init(a, p->ring_now)) < 0) {
 		seterr(p, "emp: afpacket: out of memory");
 		goto fail;
 	}
-	if (p->ring_now && !secure_getenv("EMP_AFP_RING_AFTER"))   /* the variable, when set, decides */
-		a->ring_after = 0;
 	if (!a->ring_after) {        /* the ring at once: drain it and the queue before the bind */
 		if ((rc = emp__afp_ring_attach(a, p->rx_frames, 1, p->err, p->errlen)) < 0)
 			goto fail;

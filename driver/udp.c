@@ -206,8 +206,8 @@ static int udp_open(const struct emp_dev_params *p, void **priv)
 	if (!u->epid) {
 		/* port 0 would bind a port the kernel picks, not the id peers address */
 		seterr(p, "emp: udp: endpoint id 0 has no port of its own");
-		free(u);
-		return -EINVAL;
+		rc = -EINVAL;
+		goto fail;
 	}
 	u->buf = malloc((size_t)RX_BUFS * RX_BUF_BYTES);
 	u->hosts = calloc(p->nhosts + 1, sizeof(*u->hosts));

@@ -372,7 +372,8 @@ static int open_device(struct emp_endpoint *ep, const struct emp_open_opts *o)
 	char err[256] = "", ifname[64] = "";
 	struct emp_dev_params p = {
 		.ethertype = ep->conf.opt.ethertype, .endpoint = ep->epid,
-		.qdisc_bypass = ep->conf.opt.qdisc_bypass, .wire = o->wire, .mac = o->mac, .ring_now = o->ring_at_open,
+		.qdisc_bypass = ep->conf.opt.qdisc_bypass, .wire = o->wire, .mac = o->mac,
+		.ring_now = o->ring_at_open,
 		.kick = device_kick, .kick_arg = ep, .err = err, .errlen = sizeof(err),
 	};
 	struct emp_dev_host *hosts = NULL;
