@@ -54,6 +54,7 @@ static const struct optdef opts[] = {
 	O(qdisc_bypass, T_BOOL, 0, 1),
 	O(ack_delay_us, T_U64, 0, 1000000),
 	O(spin_us, T_U32, 0, 1000000),
+	O(gather_us, T_U32, 0, 100000),
 	O(stats_group, T_GROUP, 1, 32),
 	O(auth, T_BOOL, 0, 1),
 	O(auth_key, T_PATH, 2, 255),
@@ -176,6 +177,7 @@ void emp_conf_defaults(struct emp_conf *c)
 	c->opt.qdisc_bypass = 1;
 	c->opt.ack_delay_us = 50;
 	c->opt.spin_us = 50;
+	c->opt.gather_us = 500;
 }
 
 void emp_conf_free(struct emp_conf *c)

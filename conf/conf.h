@@ -41,6 +41,8 @@ struct emp_conf_options {
 	int qdisc_bypass;             /* qdisc_bypass on|off, default on */
 	uint64_t ack_delay_us;        /* ack_delay_us N, default 50 */
 	uint32_t spin_us;             /* spin_us N: busy-poll before blocking, default 50 */
+	uint32_t gather_us;           /* gather_us N: longest sleep that lets a trickling message's
+				       * frames gather (receive coalescing), 0 off, default 500 */
 	char stats_group[33];         /* stats_group NAME|GID: statistics segments 0640 and this
 				       * group, default "" (0600, owner only) */
 	int auth;                     /* auth on|off: every frame carries a keyed MAC, default off */

@@ -151,6 +151,7 @@ struct emp_counters {
 	uint64_t peers_reclaimed;    /* idle or dead peers whose slot went to another */
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */
 	uint64_t acks_merged;        /* bulk acks replaced, before they left, by a later one of the same message */
+	uint64_t rx_gathers;         /* waits that let a multi-frame message's frames gather (gather.c) */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
 	uint64_t drops_total;
@@ -195,6 +196,10 @@ void emp__fw_set_hold(struct emp_fw *fw, int ok, uint64_t hold_ns);
 void emp__fw_set_bulk_hold(struct emp_fw *fw, int ok);
 /* When the acks held that way must leave, 0 if none are held. */
 uint64_t emp__fw_bulk_deadline(const struct emp_fw *fw);
+/* How long a thread that waits may sleep without looking at the device while
+ * a multi-frame message trickles in (a slow link), at most max_ns; 0: it
+ * should look as usual. Counts rx_gathers when not 0 (gather.c). */
+uint64_t emp__fw_gather_ns(struct emp_fw *fw, uint64_t now, uint64_t max_ns);
 /* Send every frame the engine holds back (before closing). */
 void emp__fw_flush(struct emp_fw *fw);
 /* Earliest time emp__fw_timers has work, UINT64_MAX if none. */

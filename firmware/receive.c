@@ -250,6 +250,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		      (uint32_t)(x->cap - off < plen ? x->cap - off : plen));
 	fw->ctr.rx_data++;
 	emp__recv_progress(fw, x, now);
+	emp__gather_frame(fw, x, now);
 	x->sack |= 1ull << (frame - x->cum);
 	while (x->sack & 1) {
 		x->sack >>= 1;

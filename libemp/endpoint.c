@@ -521,6 +521,12 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 		unsigned long us = strtoul(sv, NULL, 10);
 		ep->spin_ns = (us > 1000000 ? 1000000 : us) * 1000ull;
 	}
+	ep->gather_ns = (uint64_t)ep->conf.opt.gather_us * 1000ull;
+	const char *gv = secure_getenv("EMP_GATHER_US");   /* run-time override of gather_us */
+	if (gv && *gv) {
+		unsigned long us = strtoul(gv, NULL, 10);
+		ep->gather_ns = (us > 100000 ? 100000 : us) * 1000ull;
+	}
 	/* EMP_AUTH=on turns authentication on (it can never turn it off) */
 	const char *av = secure_getenv("EMP_AUTH");
 	if (av && !strcmp(av, "on"))

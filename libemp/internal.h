@@ -54,6 +54,7 @@ struct emp_endpoint {
 	uint64_t deferred_bytes;         /* and their bytes */
 	uint64_t deferred_t0;            /* when the oldest of them was made, 0 none */
 	uint64_t spin_ns;
+	uint64_t gather_ns;              /* longest receive-coalescing sleep (gather_us), 0 off */
 	uint64_t (*clock)(void *);
 	void *clock_arg;
 	struct emp_sim_wire *wire;

@@ -170,6 +170,43 @@ static int spin(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t t
 	return rc;
 }
 
+/* Receive coalescing (firmware/gather.c): while a message of many frames
+ * trickles in from a slow link, a waiter sleeps without the device until the
+ * message should be complete (the engine's estimate, at most gather_ns and
+ * the caller's bound) and then takes every frame in one look, where a sleep
+ * on the device would wake for every few frames. Returns that time, 0: look
+ * as usual (virtual time never gathers: its frames come when the test says). */
+static uint64_t gather_for(struct emp_endpoint *ep, uint64_t now, uint64_t end)
+{
+	if (!ep->gather_ns || ep->clock || pthread_mutex_trylock(&ep->eng_lock))
+		return 0;
+	uint64_t ns = emp__fw_gather_ns(ep->fw, now, ep->gather_ns);
+	pthread_mutex_unlock(&ep->eng_lock);
+	if (!ns)
+		return 0;
+	if (end - now < ns)
+		ns = end > now ? end - now : 0;
+	int64_t b = bound_by_engine(ep, (int64_t)ns, now);
+	return b > 0 ? (uint64_t)b : 0;
+}
+
+/* The gathering sleep: the acks go first (the sender's window slides on),
+ * the thread counts as asleep on the device (the progress thread stays off
+ * it), nothing wakes it early. A signal ends it early; it is not reported as
+ * EINTR (it could as well have come just before the sleep). */
+static int gather(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t ns, uint64_t end)
+{
+	__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+	emp__drive_flush(ep);
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+	syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+	__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+	emp__drive_nap(ep);
+	if (w->done(w->arg))
+		return 1;
+	return emp__now(ep) >= end ? 0 : UNDECIDED;
+}
+
 int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 {
 	if (!ep || !w || !w->done || (!w->sleep && w->timeout_ns))
@@ -192,6 +229,12 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 	if (budget)
 		rc = spin(ep, w, t0, budget, end, 0);
 	while (rc == UNDECIDED) {
+		uint64_t g = gather_for(ep, now, end);
+		if (g) {
+			rc = gather(ep, w, g, end);
+			now = emp__now(ep);
+			continue;
+		}
 		uint64_t slept = UINT64_MAX;
 		__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 		if (w->arm)

@@ -1,4 +1,4 @@
-/* test_bulk.c: a bulk message's acks at the receiver, frame by frame as a fast receiver sees them: how many, how many system calls (device bursts), when they leave. */
+/* test_bulk.c: a bulk message at the receiver, frame by frame: its acks (how many, how many system calls, when they leave) and the receive-coalescing estimate. */
 #include <string.h>
 #include "runner.h"
 #include "harness.h"
@@ -59,43 +59,57 @@ static int acks_in(struct scr *s, int n, uint32_t *cum)
 /* One 128 KiB message to host 1, a frame every 4 us (about 3 Gbit/s), host 1
  * polled after each. spin: a thread of host 1 spins in its engine (polls
  * again at once). Returns host 1's device bursts; *nacks, cum[] the acks. */
+/* host 1 up, host 0 played by the test on a raw port, with a session */
+static void scr_open(struct scr *s)
+{
+	memset(s, 0, sizeof(*s));
+	h_init(&s->h, 2, NULL, NULL);
+	s->inc = 0x5c0ffee5;
+	s->session = 0x4242;
+	h_close(&s->h, 0);
+	s->port = h_raw_open(&s->h, s->h.mac[0]);
+	struct h_frame f;
+	frame_of(s, EMP_T_HELLO, &f);
+	f.dst_inc = 0;
+	send_frame(s, &f);
+	h_run(&s->h, NULL, NULL, 1 * MS);
+	h_raw_recv(&s->h, s->port, s->in, 64);        /* the HELLO_ACK */
+	h_fill(s->msg, LEN, 5);
+}
+
+/* frame i of message id (len bytes, tag 7) from host 0 to host 1 */
+static void data_frame(struct scr *s, uint32_t id, uint32_t len, uint32_t i)
+{
+	struct h_frame f;
+	uint32_t nf = (len + FRAG - 1) / FRAG;
+	frame_of(s, EMP_T_DATA, &f);
+	f.msg_id = id;
+	f.tag = 7;
+	f.msg_len = len;
+	f.frag = FRAG;
+	f.frame = i;
+	f.plen = (uint16_t)(len - i * FRAG < FRAG ? len - i * FRAG : FRAG);
+	f.payload = s->msg + (size_t)i * FRAG;
+	f.flags = i == nf - 1 ? EMP_F_LAST | EMP_F_ACKREQ : 0;
+	send_frame(s, &f);
+}
+
 static uint64_t one_message(int spin, int *nacks, uint32_t *cum, struct emp_counters *c)
 {
 	static struct scr s;
-	memset(&s, 0, sizeof(s));
-	h_init(&s.h, 2, NULL, NULL);
-	s.inc = 0x5c0ffee5;
-	s.session = 0x4242;
-	h_close(&s.h, 0);
-	s.port = h_raw_open(&s.h, s.h.mac[0]);
-	struct h_frame f;
-	frame_of(&s, EMP_T_HELLO, &f);
-	f.dst_inc = 0;
-	send_frame(&s, &f);
-	h_run(&s.h, NULL, NULL, 1 * MS);
-	h_raw_recv(&s.h, s.port, s.in, 64);          /* the HELLO_ACK */
+	scr_open(&s);
 	static uint8_t rb[LEN];
 	struct iovec v = { rb, LEN };
 	emp_req_t *rr;
 	CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr), 0);
 	h_run(&s.h, NULL, NULL, 1 * MS);
-	h_fill(s.msg, LEN, 5);
 	struct emp_counters c0 = h_ctr(&s.h, 1);
 	struct emp_sim_stats a, b;
 	emp_sim_wire_stats(s.h.wire, &a);
 	if (spin)
 		__atomic_add_fetch(&s.h.ep[1]->spinners, 1, __ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < NF; i++) {
-		frame_of(&s, EMP_T_DATA, &f);
-		f.msg_id = 1;
-		f.tag = 7;
-		f.msg_len = LEN;
-		f.frag = FRAG;
-		f.frame = i;
-		f.plen = (uint16_t)(LEN - i * FRAG < FRAG ? LEN - i * FRAG : FRAG);
-		f.payload = s.msg + (size_t)i * FRAG;
-		f.flags = i == NF - 1 ? EMP_F_LAST | EMP_F_ACKREQ : 0;
-		send_frame(&s, &f);
+		data_frame(&s, 1, LEN, i);
 		h_run_only(&s.h, 1, NULL, NULL, 4 * US);
 	}
 	struct emp_status st;
@@ -136,7 +150,101 @@ static void t_bulk_ack_bursts(void)
 	CHECK_EQ(cum1[n1 - 1], NF);
 }
 
+/* the engine's receive-coalescing estimate for host 1 (firmware/gather.c) */
+static uint64_t gather_ns(struct scr *s, uint64_t max_ns)
+{
+	struct emp_endpoint *ep = s->h.ep[1];
+	pthread_mutex_lock(&ep->eng_lock);
+	uint64_t ns = emp__fw_gather_ns(ep->fw, s->h.now, max_ns);
+	pthread_mutex_unlock(&ep->eng_lock);
+	return ns;
+}
+
+/* frames [from, to) of message id, gap ns apart, host 1 polled after each */
+static void paced(struct scr *s, uint32_t id, uint32_t len, uint32_t from, uint32_t to, uint64_t gap)
+{
+	for (uint32_t i = from; i < to; i++) {
+		data_frame(s, id, len, i);
+		h_run_only(&s->h, 1, NULL, NULL, gap);
+	}
+}
+
+static int near(uint64_t got, uint64_t want)
+{
+	return got >= want - want / 10 && got <= want + want / 10;
+}
+
+/* A 128 KiB message (90 frames) trickling in a frame every 12 us (1 Gbit/s):
+ * after 40 frames the engine lets a waiter sleep as long as the other 50
+ * need (600 us), or its bound; not when the flow paused, nor for the last
+ * three frames, nor at 2 us a frame, nor for 2 ms after a one-frame message;
+ * rx_gathers counts each estimate given. */
+static void t_gather_pace(void)
+{
+	static struct scr s;
+	static uint8_t rb[5][LEN];
+	emp_req_t *rr[5];
+	scr_open(&s);
+	for (int i = 0; i < 5; i++) {
+		struct iovec v = { rb[i], LEN };
+		CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr[i]), 0);
+	}
+	h_run(&s.h, NULL, NULL, 1 * MS);
+	uint64_t g0 = h_ctr(&s.h, 1).rx_gathers;
+	CHECK_EQ(gather_ns(&s, 500 * US), 0);                    /* nothing under way */
+	paced(&s, 1, LEN, 0, 40, 12 * US);
+	uint64_t g = gather_ns(&s, 2 * MS);
+	CHECK_MSG(near(g, 50 * 12 * US), "50 frames left at 12 us: %llu ns", (unsigned long long)g);
+	CHECK_EQ(gather_ns(&s, 500 * US), 500 * US);             /* the caller's bound */
+	CHECK_EQ(h_ctr(&s.h, 1).rx_gathers - g0, 2);
+	CHECK_EQ(gather_ns(&s, 0), 0);                           /* gather_us 0: off */
+	h_run_only(&s.h, 1, NULL, NULL, 100 * US);
+	CHECK_EQ(gather_ns(&s, 2 * MS), 0);                      /* no frame for 8 gaps: paused */
+	paced(&s, 1, LEN, 40, 86, 12 * US);
+	CHECK_MSG(gather_ns(&s, 2 * MS) > 0, "4 frames left: worth a gathering sleep");
+	paced(&s, 1, LEN, 86, 87, 12 * US);
+	CHECK_EQ(gather_ns(&s, 2 * MS), 0);                      /* 3 left: a look is as good */
+	paced(&s, 1, LEN, 87, NF, 12 * US);
+	struct emp_status st;
+	CHECK(h_wait(&s.h, 1, rr[0], &st, 1 * MS));
+	CHECK_EQ(st.result, (long long)LEN);
+	CHECK(h_check(rb[0], LEN, 5));
+	/* 2 us a frame (5.8 Gbit/s): a sleep on the device finds batches anyway */
+	paced(&s, 2, LEN, 0, 80, 2 * US);
+	CHECK_EQ(gather_ns(&s, 2 * MS), 0);
+	paced(&s, 2, LEN, 80, NF, 12 * US);
+	CHECK(h_wait(&s.h, 1, rr[1], &st, 1 * MS));
+	/* a one-frame message: the next 2 ms never gather (a reply waits for nobody) */
+	data_frame(&s, 3, 100, 0);
+	h_run_only(&s.h, 1, NULL, NULL, 12 * US);
+	CHECK(h_wait(&s.h, 1, rr[2], &st, 1 * MS));
+	CHECK_EQ(st.result, 100);
+	paced(&s, 4, LEN, 0, 40, 12 * US);
+	CHECK_EQ(gather_ns(&s, 2 * MS), 0);
+	h_run_only(&s.h, 1, NULL, NULL, 1200 * US);              /* (paused: measured afresh) */
+	paced(&s, 4, LEN, 40, 80, 12 * US);
+	g = gather_ns(&s, 2 * MS);
+	CHECK_MSG(near(g, 10 * 12 * US), "10 frames left, 2 ms after the small message: %llu ns", (unsigned long long)g);
+	paced(&s, 4, LEN, 80, NF, 12 * US);
+	CHECK(h_wait(&s.h, 1, rr[3], &st, 1 * MS));
+	/* frames taken ten at a time every 120 us (as after gathering sleeps):
+	 * still 12 us a frame, not 120 us nor none */
+	for (uint32_t i = 0; i < 60; i++) {
+		data_frame(&s, 5, LEN, i);
+		if (i % 10 == 9)
+			h_run_only(&s.h, 1, NULL, NULL, i < 59 ? 120 * US : 1 * US);
+	}
+	g = gather_ns(&s, 2 * MS);
+	CHECK_MSG(near(g, 30 * 12 * US), "30 frames left, taken in tens: %llu ns", (unsigned long long)g);
+	paced(&s, 5, LEN, 60, NF, 12 * US);
+	CHECK(h_wait(&s.h, 1, rr[4], &st, 1 * MS));
+	CHECK(h_check(rb[4], LEN, 5));
+	CHECK_EQ(h_ctr(&s.h, 1).rx_gathers - g0, 5);
+	h_free(&s.h);
+}
+
 static const struct emp_test tests[] = {
 	{ "bulk_ack_bursts", t_bulk_ack_bursts, 30 },
+	{ "gather_pace", t_gather_pace, 30 },
 };
 const struct emp_test_suite emp_suite_bulk = { "bulk", tests, sizeof(tests) / sizeof(tests[0]) };

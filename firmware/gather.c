@@ -1,0 +1,97 @@
+/* gather.c: receive coalescing: the pace at which multi-frame messages arrive, and how long a waiting host thread may let their frames gather before it looks. */
+#include "fw_int.h"
+
+/*
+ * On a link slower than the hosts (a 1 Gbit/s wire, a shaped switch) a
+ * message of many frames trickles in, a 1500-byte frame every 12 us at
+ * 1 Gbit/s. A thread that sleeps on the device until the message is complete
+ * then wakes for every few frames: a system call and a context switch each,
+ * where kernel TCP's reader wakes about once per 30 segments. A NIC solves
+ * the same problem with interrupt coalescing; the engine knows more than a
+ * NIC: how many frames the nearest message still lacks, and the pace at which
+ * they come. So a waiter may sleep without the device (emp__fw_gather_ns) for
+ * about as long as the nearest multi-frame message needs to complete, and
+ * take every frame that came in one look. Never:
+ * - when frames come faster than EMP_GATHER_MIN_GAP_NS apart (a sleep, or a
+ *   spin, finds them in batches anyway);
+ * - when a message of few frames arrived lately (a request or reply waits
+ *   for nobody; EMP_GATHER_QUIET_NS);
+ * - when the flow has paused (no frame for a few gaps);
+ * - for fewer than EMP_GATHER_MIN_LEFT frames' worth of time;
+ * - for longer than the caller's bound or a quarter of the peer window's
+ *   frames (the acks that slide the sender's window leave before the sleep
+ *   and after it: the sender never stalls).
+ * The pace is measured over spans of at least EMP_GATHER_WINDOW_NS: the
+ * frames taken after the span's first one, over its length. A span ends at a
+ * frame taken later than that, so frames taken together in one look (after a
+ * gathering sleep: all with one time) never make a span of no time, and a
+ * span from one look to the next counts about one look's frames. A faster
+ * span is taken at once (a sleep too long would delay the message), a slower
+ * one smoothed (3/4 old, 1/4 new); a pause longer than EMP_GATHER_IDLE_NS
+ * starts the measurement afresh.
+ */
+
+void emp__gather_frame(struct emp_fw *fw, const struct rec *x, uint64_t now)
+{
+	struct gather *g = &fw->rxg;
+	if (x->nframes < EMP_GATHER_MIN_FRAMES) {
+		g->small_at = now ? now : 1;
+		return;
+	}
+	if (g->on && now - g->last > EMP_GATHER_IDLE_NS)
+		g->on = 0;
+	g->last = now;
+	if (!g->on) {
+		g->on = 1;
+		g->gap = 0;
+		g->t0 = now;
+		g->n = 0;
+		return;
+	}
+	g->n++;
+	if (now - g->t0 < EMP_GATHER_WINDOW_NS)
+		return;
+	uint64_t gap = (now - g->t0) / g->n;
+	g->gap = g->gap && gap > g->gap ? (3 * g->gap + gap) / 4 : gap;   /* faster at once, slower smoothed */
+	g->t0 = now;
+	g->n = 0;
+}
+
+/* frames the nearest multi-frame message being received still lacks, or
+ * UINT32_MAX if none is under way */
+static uint32_t nearest_left(const struct emp_fw *fw)
+{
+	uint32_t left = UINT32_MAX;
+	if (fw->alist == NIL)
+		return left;
+	int32_t p = fw->alist;
+	do {
+		const struct peer *pe = &fw->peer[p];
+		for (int32_t r = pe->rxa.head; r != NIL; r = fw->rec[r].next) {
+			const struct rec *x = &fw->rec[r];
+			if (x->nframes >= EMP_GATHER_MIN_FRAMES && x->nframes - x->cum < left)
+				left = x->nframes - x->cum;
+		}
+		p = pe->anext;
+	} while (p != NIL && p != fw->alist);
+	return left;
+}
+
+uint64_t emp__fw_gather_ns(struct emp_fw *fw, uint64_t now, uint64_t max_ns)
+{
+	const struct gather *g = &fw->rxg;
+	if (!max_ns || !g->on || g->gap < EMP_GATHER_MIN_GAP_NS || now - g->last > 4 * g->gap)
+		return 0;
+	if (g->small_at && now - g->small_at < EMP_GATHER_QUIET_NS)
+		return 0;
+	uint32_t left = nearest_left(fw);
+	if (left == UINT32_MAX || left < EMP_GATHER_MIN_LEFT)
+		return 0;
+	uint64_t ns = (uint64_t)left * g->gap;
+	ns = min64(ns, max_ns);
+	ns = min64(ns, (uint64_t)(fw->cfg.peer_window / 4) * g->gap);
+	if (ns < EMP_GATHER_MIN_LEFT * g->gap)
+		return 0;
+	fw->ctr.rx_gathers++;
+	return ns;
+}
