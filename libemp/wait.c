@@ -176,11 +176,11 @@ static int spin(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t t
  * the caller's bound) and then takes every frame in one look, where a sleep
  * on the device would wake for every few frames. Returns that time, 0: look
  * as usual (virtual time never gathers: its frames come when the test says). */
-static uint64_t gather_for(struct emp_endpoint *ep, uint64_t now, uint64_t end)
+static uint64_t gather_for(struct emp_endpoint *ep, uint64_t end)
 {
 	if (!ep->gather_ns || ep->clock || pthread_mutex_trylock(&ep->eng_lock))
 		return 0;
-	uint64_t ns = emp__fw_gather_ns(ep->fw, now, ep->gather_ns);
+	uint64_t now = emp__now(ep), ns = emp__fw_gather_ns(ep->fw, now, ep->gather_ns);
 	pthread_mutex_unlock(&ep->eng_lock);
 	if (!ns)
 		return 0;
@@ -225,11 +225,16 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 	int rc = UNDECIDED;
 	if (!spin_budget)
 		spin_budget = ep->spin_ns;
-	uint64_t budget = ep->spin_ns && !crowded() ? spin_budget : 0;
+	/* a message trickling in: gather before any spin (its frames need that
+	 * long anyway; a spin would burn the CPU until then) */
+	uint64_t g0 = gather_for(ep, end);
+	if (g0)
+		rc = gather(ep, w, g0, end);
+	uint64_t budget = rc == UNDECIDED && ep->spin_ns && !crowded() ? spin_budget : 0;
 	if (budget)
-		rc = spin(ep, w, t0, budget, end, 0);
+		rc = spin(ep, w, emp__now(ep), budget, end, 0);
 	while (rc == UNDECIDED) {
-		uint64_t g = gather_for(ep, now, end);
+		uint64_t g = gather_for(ep, end);
 		if (g) {
 			rc = gather(ep, w, g, end);
 			now = emp__now(ep);
@@ -269,6 +274,8 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 	}
 	now = emp__now(ep);
 	uint64_t took = now - t0, hi = 8 * ep->spin_ns;
+	if (g0)
+		took = budget;                                  /* paced by the peer's link: no lesson */
 	if (took > budget && took <= hi)
 		spin_budget = 2 * took < hi ? 2 * took : hi;   /* just missed: spin longer */
 	else if (took > hi && spin_budget > ep->spin_ns / 64)
