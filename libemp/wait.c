@@ -170,12 +170,13 @@ static int spin(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t t
 	return rc;
 }
 
-/* Receive coalescing (firmware/gather.c): while a message of many frames
- * trickles in from a slow link, a waiter sleeps without the device until the
+/* Receive coalescing (firmware/gather.c): while a message of many frames is
+ * arriving at a measured pace, a waiter sleeps without the device until the
  * message should be complete (the engine's estimate, at most gather_ns and
  * the caller's bound) and then takes every frame in one look, where a sleep
- * on the device would wake for every few frames. Returns that time, 0: look
- * as usual (virtual time never gathers: its frames come when the test says). */
+ * on the device would wake for every few frames and a spin would burn the
+ * CPU meanwhile. Returns that time, 0: look as usual (virtual time never
+ * gathers: its frames come when the test says). */
 static uint64_t gather_for(struct emp_endpoint *ep, uint64_t end)
 {
 	if (!ep->gather_ns || ep->clock || pthread_mutex_trylock(&ep->eng_lock))
@@ -184,8 +185,10 @@ static uint64_t gather_for(struct emp_endpoint *ep, uint64_t end)
 	pthread_mutex_unlock(&ep->eng_lock);
 	if (!ns)
 		return 0;
+	if (end <= now)
+		return 0;
 	if (end - now < ns)
-		ns = end > now ? end - now : 0;
+		ns = end - now;
 	int64_t b = bound_by_engine(ep, (int64_t)ns, now);
 	return b > 0 ? (uint64_t)b : 0;
 }
