@@ -12,8 +12,12 @@
 #define RXB_MAX 32                  /* frames per rx burst */
 #define EMP_BULK_HOLD_NS 200000ull  /* a bulk stream's acks wait at most this long for company (send.c) */
 #define EMP_BULK_HOLD_MAX 8         /* ... and leave when this many wait */
+/* A message of this many frames or more is acked as bulk (receive.c): no
+ * ack per collection of ack_every frames, the completion ack may wait for
+ * company; receive coalescing paces it (gather.c). */
+#define EMP_BULK_MIN_FRAMES 8
 /* receive coalescing (gather.c) */
-#define EMP_GATHER_MIN_FRAMES 8          /* messages of this many frames or more are paced */
+#define EMP_GATHER_MIN_FRAMES EMP_BULK_MIN_FRAMES   /* messages of this many frames or more are paced */
 #define EMP_GATHER_WINDOW_NS 100000ull   /* the shortest span of a pace measurement */
 #define EMP_GATHER_MIN_GAP_NS 1000ull    /* frames closer than this: no gathering (11.6 Gbit/s at 1500 B) */
 #define EMP_GATHER_MIN_NS 50000ull       /* nor for less time than this (a sleep's timer slack) */
@@ -206,6 +210,12 @@ static inline uint64_t emp__sent_mask(const struct rec *x)
 {
 	uint32_t n = x->sent_hi - x->cum;
 	return n >= 64 ? ~0ull : (1ull << n) - 1;
+}
+/* a message acked as bulk: longer than the message window, or of
+ * EMP_BULK_MIN_FRAMES frames or more */
+static inline int emp__bulk(const struct emp_fw *fw, const struct rec *x)
+{
+	return x->nframes > fw->cfg.window || x->nframes >= EMP_BULK_MIN_FRAMES;
 }
 /* serial-number comparison for 32-bit message ids */
 static inline int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }

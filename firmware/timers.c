@@ -86,7 +86,7 @@ void emp__timer_ack_progress(struct emp_fw *fw, struct rec *x, uint64_t now)
  * keep coming the collections and the sender's requests ack it). */
 void emp__timer_frame_received(struct emp_fw *fw, struct rec *x, uint64_t now)
 {
-	if (x->deadline == 0 || x->nframes > fw->cfg.window) {
+	if (x->deadline == 0 || emp__bulk(fw, x)) {
 		x->deadline = now + fw->cfg.ack_delay_ns;
 		emp__arm_fine(fw, x->deadline);
 	}

@@ -174,6 +174,38 @@ static void paced(struct scr *s, uint32_t id, uint32_t len, uint32_t from, uint3
 	}
 }
 
+/* A message of 12 frames (within the message window: MTU 9000's 128 KiB is
+ * 15), its frames taken one poll each: acked once, at its end (acked per
+ * poll before, it drew 12 acks, each a system call of the receiver's); one
+ * of 7 frames, below EMP_BULK_MIN_FRAMES, is still acked per poll (7). */
+static void t_bulk_medium_acks(void)
+{
+	static struct scr s;
+	static uint8_t rb[2][LEN];
+	scr_open(&s);
+	const uint32_t nf[2] = { 12, 7 };
+	const int want[2] = { 1, 7 };
+	for (int m = 0; m < 2; m++) {
+		uint32_t len = nf[m] * FRAG;
+		struct iovec v = { rb[m], len };
+		emp_req_t *rr;
+		CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr), 0);
+		h_run(&s.h, NULL, NULL, 1 * MS);
+		h_raw_recv(&s.h, s.port, s.in, 64);
+		paced(&s, (uint32_t)(m + 1), len, 0, nf[m], 4 * US);
+		struct emp_status st;
+		CHECK(h_wait(&s.h, 1, rr, &st, 1 * MS));
+		CHECK_EQ(st.result, (long long)len);
+		CHECK(h_check(rb[m], len, 5));
+		h_run_only(&s.h, 1, NULL, NULL, EMP_BULK_HOLD_NS);   /* every ack is due by now */
+		uint32_t cum[64];
+		int n = acks_in(&s, h_raw_recv(&s.h, s.port, s.in, 64), cum);
+		CHECK_MSG(n == want[m], "%u frames: %d acks, want %d", nf[m], n, want[m]);
+		CHECK_EQ(cum[n - 1], nf[m]);
+	}
+	h_free(&s.h);
+}
+
 static int near(uint64_t got, uint64_t want)
 {
 	return got >= want - want / 10 && got <= want + want / 10;
@@ -269,6 +301,7 @@ static void t_gather_pace(void)
 
 static const struct emp_test tests[] = {
 	{ "bulk_ack_bursts", t_bulk_ack_bursts, 30 },
+	{ "bulk_medium_acks", t_bulk_medium_acks, 30 },
 	{ "gather_pace", t_gather_pace, 30 },
 };
 const struct emp_test_suite emp_suite_bulk = { "bulk", tests, sizeof(tests) / sizeof(tests[0]) };
