@@ -53,7 +53,7 @@ static __thread uint64_t spin_budget;               /* adaptive spin, ns; 0: not
 static uint64_t crowd_at;
 static int crowd_now, ncpu;
 
-static int crowded(void)
+int emp__crowded(void)
 {
 	uint64_t now = emp_now_ns();           /* real time, also under a virtual clock */
 	uint64_t at = __atomic_load_n(&crowd_at, __ATOMIC_RELAXED);
@@ -233,7 +233,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 	uint64_t g0 = gather_for(ep, end);
 	if (g0)
 		rc = gather(ep, w, g0, end);
-	uint64_t budget = rc == UNDECIDED && ep->spin_ns && !crowded() ? spin_budget : 0;
+	uint64_t budget = rc == UNDECIDED && ep->spin_ns && !emp__crowded() ? spin_budget : 0;
 	if (budget)
 		rc = spin(ep, w, emp__now(ep), budget, end, 0);
 	while (rc == UNDECIDED) {
@@ -272,7 +272,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 			rc = r;
 		else if (now >= end)
 			rc = 0;
-		else if (ep->spin_ns && slept < EMP__NOSLEEP_NS && !crowded())
+		else if (ep->spin_ns && slept < EMP__NOSLEEP_NS && !emp__crowded())
 			rc = spin(ep, w, now, ep->spin_ns, end, 1);   /* frames were waiting: they flow; a sleep each costs a call */
 	}
 	now = emp__now(ep);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "simwire.h"
+#include "../../libemp/internal.h"
 
 /* one direction of a transfer: bytes written from side `from`, read at the other */
 struct flow {
@@ -716,7 +717,9 @@ static void t_sim_poll_spin_kernel(void)
 	CHECK_EQ(n, 1);
 	CHECK_EQ(f[0].revents, 0);
 	CHECK_EQ(f[1].revents, POLLIN);
-	CHECK_MSG(looks >= 1 && looks <= 100, "%lu looks in a 20 ms spin", looks);
+	/* a machine with more threads runnable than CPUs plus one does not spin
+	 * (wait.c): the sleep took the pipe, no look was made */
+	CHECK_MSG((looks >= 1 || emp__crowded()) && looks <= 100, "%lu looks in a 20 ms spin", looks);
 	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
 	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
 	settle_reaping(&w);
