@@ -476,6 +476,17 @@ static int alloc_tables(struct emp_endpoint *ep)
 	return 0;
 }
 
+/* A config option in microseconds, in ns; the environment variable env, when
+ * set, overrides it at run time (at most max_us, the option's own bound). */
+static uint64_t us_option(const char *env, uint32_t conf_us, unsigned long max_us)
+{
+	const char *v = secure_getenv(env);
+	if (!v || !*v)
+		return (uint64_t)conf_us * 1000ull;
+	unsigned long us = strtoul(v, NULL, 10);
+	return (us > max_us ? max_us : us) * 1000ull;
+}
+
 int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 {
 	struct emp_open_opts dflt = { 0 };
@@ -515,18 +526,8 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	ep->clock = o->clock;
 	ep->clock_arg = o->clock_arg;
 	ep->wire = o->wire;
-	ep->spin_ns = (uint64_t)ep->conf.opt.spin_us * 1000ull;
-	const char *sv = secure_getenv("EMP_SPIN_US");   /* run-time override of the config's spin_us */
-	if (sv && *sv) {
-		unsigned long us = strtoul(sv, NULL, 10);
-		ep->spin_ns = (us > 1000000 ? 1000000 : us) * 1000ull;
-	}
-	ep->gather_ns = (uint64_t)ep->conf.opt.gather_us * 1000ull;
-	const char *gv = secure_getenv("EMP_GATHER_US");   /* run-time override of gather_us */
-	if (gv && *gv) {
-		unsigned long us = strtoul(gv, NULL, 10);
-		ep->gather_ns = (us > 100000 ? 100000 : us) * 1000ull;
-	}
+	ep->spin_ns = us_option("EMP_SPIN_US", ep->conf.opt.spin_us, 1000000);
+	ep->gather_ns = us_option("EMP_GATHER_US", ep->conf.opt.gather_us, 100000);
 	/* EMP_AUTH=on turns authentication on (it can never turn it off) */
 	const char *av = secure_getenv("EMP_AUTH");
 	if (av && !strcmp(av, "on"))

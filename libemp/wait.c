@@ -183,9 +183,7 @@ static uint64_t gather_for(struct emp_endpoint *ep, uint64_t end)
 		return 0;
 	uint64_t now = emp__now(ep), ns = emp__fw_gather_ns(ep->fw, now, ep->gather_ns);
 	pthread_mutex_unlock(&ep->eng_lock);
-	if (!ns)
-		return 0;
-	if (end <= now)
+	if (!ns || end <= now)
 		return 0;
 	if (end - now < ns)
 		ns = end - now;
@@ -240,7 +238,6 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		uint64_t g = gather_for(ep, end);
 		if (g) {
 			rc = gather(ep, w, g, end);
-			now = emp__now(ep);
 			continue;
 		}
 		uint64_t slept = UINT64_MAX;
