@@ -101,9 +101,11 @@ static int spin_yield(struct emp_endpoint *ep, uint64_t *now, uint64_t *yielded)
 /* the sleep bound when nobody else keeps the timers */
 static int64_t bound_by_engine(struct emp_endpoint *ep, int64_t ns, uint64_t now)
 {
-	if (ep->prog && !ep->clock)
-		return ns;
-	uint64_t dl = emp__fw_next_deadline(ep->fw);
+	uint64_t dl = UINT64_MAX;
+	if (!ep->prog || ep->clock)
+		dl = emp__fw_next_deadline(ep->fw);
+	/* frames the device holds that its fd does not show: ours to take
+	 * (the progress thread would look too, but a wake-up later) */
 	if (ep->ops->next_event) {
 		uint64_t e = ep->ops->next_event(ep->dev);
 		if (e < dl)

@@ -799,6 +799,52 @@ static void t_rtt_adapts(void)
 	h_free(&h);
 }
 
+/* A receiver that does not look for longer than the rto (descheduled, or
+ * switching its receive ring) holds every frame: the sender's first timeout
+ * resends two probes, its oldest unacked frame and its newest, not the 40
+ * frames in flight; their duplicate acks complete the message, intact,
+ * with nothing more resent. */
+static void t_timeout_probes(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);             /* the session is up */
+	size_t len = 40 * 1400;
+	uint8_t *sb = malloc(len), *rb = calloc(1, len);
+	CHECK(sb && rb);
+	h_fill(sb, len, 7);
+	struct iovec sv = { sb, len }, rv = { rb, len };
+	emp_req_t *sr, *rr;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 2, &rv, 1, &rr), 0);
+	struct emp_counters c0 = h_ctr(&h, 0);
+	CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 2, &sv, 1, &sr), 0);
+	/* h1 frozen (no acks): h0 alone, 50 us of virtual time per look */
+	for (int i = 0; i < 2000 && h_ctr(&h, 0).timeouts == c0.timeouts; i++) {
+		h.now += 50 * US;
+		emp_progress(h.ep[0]);
+	}
+	for (int i = 0; i < 10; i++) {      /* the resends leave (the next timeout: 2 rto later) */
+		h.now += 50 * US;
+		emp_progress(h.ep[0]);
+	}
+	struct emp_counters c1 = h_ctr(&h, 0);
+	CHECK_EQ(c1.timeouts - c0.timeouts, 1);
+	CHECK_MSG(c1.retransmits - c0.retransmits == 2, "%llu frames resent at the first timeout",
+		  (unsigned long long)(c1.retransmits - c0.retransmits));
+	CHECK(h_wait(&h, 1, rr, &st, 1 * SEC));
+	CHECK_EQ(st.result, (int64_t)len);
+	CHECK(h_check(rb, len, 7));
+	CHECK(h_wait(&h, 0, sr, &st, 1 * SEC));
+	CHECK_EQ(st.result, (int64_t)len);
+	struct emp_counters c2 = h_ctr(&h, 0);
+	CHECK_EQ(c2.retransmits, c1.retransmits);
+	CHECK(h_ctr(&h, 1).drops[EMP_DROP_DUP] >= 1);
+	free(sb);
+	free(rb);
+	h_free(&h);
+}
+
 /* A tag whose receive is not posted holds back only itself: a later message
  * with another tag is delivered at once; the same tag keeps its order. */
 static void t_tags_independent(void)
@@ -855,6 +901,7 @@ static const struct emp_test tests[] = {
 	{ "engine_many_to_one_fc", t_many_to_one_fc, 60 },
 	{ "engine_post_starts_now", t_post_starts_now, 30 },
 	{ "engine_rtt_adapts", t_rtt_adapts, 30 },
+	{ "engine_timeout_probes", t_timeout_probes, 30 },
 	{ "engine_tags_independent", t_tags_independent, 30 },
 };
 const struct emp_test_suite emp_suite_engine = { "engine", tests, sizeof(tests) / sizeof(tests[0]) };
