@@ -105,6 +105,9 @@ int emp_start(emp_endpoint_t *ep, emp_req_t *req);
  * (len at most the iovec's length at init): a send slot reused for messages
  * of any size. */
 int emp_start_len(emp_endpoint_t *ep, emp_req_t *req, size_t len);
+/* The same length, set without starting (several then go with one
+ * emp_start_many, one look at the engine); -EBUSY while it is in flight. */
+int emp_req_set_len(emp_endpoint_t *ep, emp_req_t *req, size_t len);
 int emp_req_free(emp_endpoint_t *ep, emp_req_t *req);
 void emp_req_set_user(emp_req_t *req, void *user);
 void *emp_req_user(emp_req_t *req);

@@ -143,15 +143,27 @@ int emp_start(emp_endpoint_t *ep, emp_req_t *d)
 	return 0;
 }
 
+int emp_req_set_len(emp_endpoint_t *ep, emp_req_t *d, size_t len)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	if (__atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_HOST)
+		return -EBUSY;
+	if (d->nsg != 1 || len > d->cap)
+		return -EINVAL;
+	((struct emp_sg *)d->sg)[0].len = len;   /* the host's own copy while it owns d */
+	d->len = len;
+	return 0;
+}
+
 int emp_start_len(emp_endpoint_t *ep, emp_req_t *d, size_t len)
 {
 	if (!valid_req(ep, d))
 		return -EINVAL;
 	if (__atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) == EMP_DS_HOST) {
-		if (d->nsg != 1 || len > d->cap)
-			return -EINVAL;
-		((struct emp_sg *)d->sg)[0].len = len;   /* the host's own copy while it owns d */
-		d->len = len;
+		int r = emp_req_set_len(ep, d, len);
+		if (r < 0)
+			return r;
 	}
 	return emp_start(ep, d);
 }

@@ -213,6 +213,21 @@ int es__can_stage(struct es_conn *c)
 	return tx_tail_open(c) || tx_slot_free(c);
 }
 
+/* The slots es__flush readied, started together: one look at the engine
+ * (one burst on the wire) for a sendfile's or a large write's many slots,
+ * where each used to drive the engine, and flush the wire, alone. */
+#define ES_POST_BATCH 16
+static int start_posts(struct es_conn *c, emp_req_t **go, int *n)
+{
+	int k = *n;
+	*n = 0;
+	if (emp_start_many(c->ep, go, k) != k) {
+		set_err(c, ECONNRESET);
+		return -1;
+	}
+	return 0;
+}
+
 /* post staged slots while credits last; stage FIN; return credits */
 void es__flush(struct es_conn *c)
 {
@@ -232,6 +247,8 @@ void es__flush(struct es_conn *c)
 	/* a peer that closed (ES_CLOSE) reposts every receive as it discards what
 	 * arrives and returns no credits: what is left goes without them (a
 	 * message that finds no receive yet is resent by the engine) */
+	emp_req_t *go[ES_POST_BATCH];
+	int ngo = 0;
 	while (c->tx_posted < c->tx_staged && (c->credits > 0 || c->peer_closed)) {
 		if (c->hold_tail && !c->fin_want && c->tx_posted + 1 == c->tx_staged && tx_tail_open(c))
 			break;          /* the writer goes on soon: the tail waits (hold.c) */
@@ -255,15 +272,20 @@ void es__flush(struct es_conn *c)
 		memcpy(b + 2, &fl, 2);
 		memcpy(b + 4, &tok, 4);
 		c->sdone[i] = 0;
-		if (emp_start_len(c->ep, c->sreq[i], ES_HDR + c->slen[i]) < 0) {
+		if (emp_req_set_len(c->ep, c->sreq[i], ES_HDR + c->slen[i]) < 0) {
 			set_err(c, ECONNRESET);
 			return;
 		}
+		go[ngo++] = c->sreq[i];
 		c->to_return = 0;
 		if (c->credits)
 			c->credits--;
 		c->tx_posted++;
+		if (ngo == ES_POST_BATCH && start_posts(c, go, &ngo) < 0)
+			return;
 	}
+	if (ngo && start_posts(c, go, &ngo) < 0)
+		return;
 	/* credits are useless to a peer that has sent FIN: none after it (the
 	 * closing side relies on that to know when the peer has gone quiet) */
 	unsigned thresh = c->rx_slots / 4 ? c->rx_slots / 4 : 1;

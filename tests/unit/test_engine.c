@@ -251,6 +251,39 @@ static void t_persistent(void)
 	h_free(&h);
 }
 
+/* emp_req_set_len readies persistent send slots without starting them;
+ * emp_start_many then starts them together: each message has its own
+ * length, in order; a slot in flight or a length past its buffer is refused. */
+static void t_set_len_many(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	enum { N = 3, CAP = 6000 };
+	static uint8_t sb[N][CAP], rb[N][CAP];
+	size_t len[N] = { 6000, 1, 3333 };
+	emp_req_t *s[N], *r[N];
+	struct emp_status st;
+	for (int i = 0; i < N; i++) {
+		struct iovec sv = { sb[i], CAP }, rv = { rb[i], CAP };
+		h_fill(sb[i], CAP, 70 + (uint32_t)i);
+		CHECK_EQ(emp_send_init(h.ep[0], h_addr(1), 9, &sv, 1, &s[i]), 0);
+		CHECK_EQ(emp_recv_init(h.ep[1], h_addr(0), 9, &rv, 1, &r[i]), 0);
+		CHECK_EQ(emp_start(h.ep[1], r[i]), 0);
+		CHECK_EQ(emp_req_set_len(h.ep[0], s[i], len[i]), 0);
+	}
+	CHECK_EQ(emp_req_set_len(h.ep[0], s[0], CAP + 1), -EINVAL);
+	CHECK_EQ(emp_start_many(h.ep[0], s, N), N);
+	CHECK_EQ(emp_req_set_len(h.ep[0], s[1], 5), -EBUSY);
+	for (int i = 0; i < N; i++) {
+		CHECK(h_wait(&h, 1, r[i], &st, 10 * SEC));
+		CHECK_EQ(st.result, (int64_t)len[i]);
+		CHECK(h_check(rb[i], len[i], 70 + (uint32_t)i));
+		CHECK(h_wait(&h, 0, s[i], &st, 10 * SEC));
+		CHECK_EQ(st.result, (int64_t)len[i]);
+	}
+	h_free(&h);
+}
+
 /* A mailbox entry for a descriptor the host owns again (completed, or
  * freed) is refused and counted: the engine never takes it, never writes it,
  * and a message for its buffer finds no receive. */
@@ -890,6 +923,7 @@ static const struct emp_test tests[] = {
 	{ "engine_same_tag_order", t_same_tag_order, 30 },
 	{ "engine_wildcards", t_wildcards, 30 },
 	{ "engine_persistent", t_persistent, 30 },
+	{ "engine_set_len_many", t_set_len_many, 30 },
 	{ "engine_stale_mailbox_entry", t_stale_mailbox_entry, 30 },
 	{ "engine_piggyback", t_piggyback, 30 },
 	{ "engine_cancel", t_cancel, 30 },
