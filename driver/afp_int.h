@@ -73,6 +73,7 @@ struct afp {
 	uint64_t switch_left;   /* frames the pool had no room for at the switch (retransmitted) */
 	int hgrace;             /* a grace period has passed since the ring went up */
 	uint64_t t_ring_real;   /* CLOCK_REALTIME after the ring went up (0: not yet) */
+	uint64_t t_hooked_real; /* CLOCK_REALTIME as PACKET_RX_RING returned (ring_attach) */
 	int hcaught;            /* hfd gave a frame stamped after that: the rest of it is in the ring */
 	uint64_t hdups;         /* hfd frames not read because the ring has them (a test's count) */
 	uint64_t *seen;         /* keys of frames read from fd since hfd was bound (afp_lazy.c) */

@@ -366,12 +366,25 @@ static void drain_into_pool(struct afp *a, int fd)
 	pthread_mutex_unlock(&a->mu);
 }
 
+/* The ring is up (fd hooked to it since t_hooked_real): readers take it from
+ * now on. At once, by whichever thread set it: until then they read hfd, whose
+ * frames since the hook-up are in the ring as well and came twice. */
+static void ring_up(struct afp *a)
+{
+	pthread_mutex_lock(&a->mu);
+	a->t_ring_real = a->t_hooked_real;
+	__atomic_store_n(&a->mode, AFP_RINGH, __ATOMIC_RELEASE);   /* readers take the ring too (it wakes them) */
+	pthread_mutex_unlock(&a->mu);
+}
+
 struct attach_job { struct afp *a; int rc, done; };
 
 static void *attach_thread(void *arg)
 {
 	struct attach_job *j = arg;
 	j->rc = emp__afp_ring_attach(j->a, 0, 1, NULL, 0);
+	if (j->rc == 0)
+		ring_up(j->a);
 	__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -383,8 +396,12 @@ static int attach_watched(struct afp *a, int h)
 {
 	struct attach_job j = { a, 0, 0 };
 	pthread_t t;
-	if (!a->kick || pthread_create(&t, NULL, attach_thread, &j))
-		return emp__afp_ring_attach(a, 0, 1, NULL, 0);
+	if (!a->kick || pthread_create(&t, NULL, attach_thread, &j)) {
+		int rc = emp__afp_ring_attach(a, 0, 1, NULL, 0);
+		if (rc == 0)
+			ring_up(a);
+		return rc;
+	}
 	while (!__atomic_load_n(&j.done, __ATOMIC_ACQUIRE)) {
 		struct pollfd p = { h, POLLIN, 0 };
 		if (poll(&p, 1, 1) > 0 && (p.revents & POLLIN)) {
@@ -444,10 +461,6 @@ static void *builder(void *arg)
 		emp__sys_close(h);
 		return NULL;
 	}
-	pthread_mutex_lock(&a->mu);          /* fd is hooked up with its ring: later frames reach it */
-	a->t_ring_real = clock_ns(CLOCK_REALTIME);
-	pthread_mutex_unlock(&a->mu);
-	set_mode(a, AFP_RINGH);              /* readers take the ring too (it wakes them) */
 	grace();                             /* every frame that missed the ring is in hfd */
 	pthread_mutex_lock(&a->mu);
 	a->hgrace = 1;

@@ -173,6 +173,13 @@ int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, 
 				 req.tp_frame_nr, req.tp_frame_size, strerror(-rc));
 		return rc;
 	}
+	/* the socket is hooked up with its ring from here on: every frame queued
+	 * for delivery later reaches the ring (afp_lazy.c's switch ends its
+	 * helper socket at the first frame stamped after this, so it is read now,
+	 * before the mapping and its population take their milliseconds) */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	a->t_hooked_real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	uint8_t *ring = mmap(NULL, a->ring_len, PROT_READ | PROT_WRITE,
 			     MAP_SHARED | (populate ? MAP_POPULATE : 0), a->fd, 0);
 	uint8_t *skip = calloc(a->nframes, 1);

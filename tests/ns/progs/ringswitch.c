@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 			if (k >= count)
 				bad++;
 			else if (seen[k])
-				dups++, late_dups += ring_seen && !a->last_ring;
+				dups++, late_dups += ring_seen || a->last_ring;
 			else
 				seen[k] = 1, distinct++;
 		}
