@@ -240,8 +240,8 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	}
 	if (frame < x->cum || (frame - x->cum < EMP_SACK_BITS && (x->sack >> (frame - x->cum) & 1))) {
 		emp__drop(fw, EMP_DROP_DUP);
-		if (h->flags & EMP_F_ACKREQ)
-			emp__send_ack(fw, p, x, EMP_F_DUP);
+		if (h->flags & EMP_F_ACKREQ)       /* a resend or a probe: the gap it may not have filled is named */
+			emp__send_ack(fw, p, x, EMP_F_DUP | (x->sack ? EMP_F_NACK : 0));
 		return;
 	}
 	if (frame - x->cum >= EMP_SACK_BITS) {
@@ -276,7 +276,9 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		x->nack_cum = x->cum + 1;
 		emp__send_ack(fw, p, x, EMP_F_NACK);
 	} else if (x->since_ack >= collection(fw, x) || (h->flags & EMP_F_ACKREQ)) {
-		emp__send_ack(fw, p, x, 0);
+		/* a gap named before and still open is named again when the sender
+		 * asks (its resend, or its timeout's probe, was lost too) */
+		emp__send_ack(fw, p, x, x->sack && (h->flags & EMP_F_ACKREQ) ? EMP_F_NACK : 0);
 		/* a collection's ack may wait for company; one the sender asked
 		 * for (its window's edge) leaves with this poll */
 		if (emp__bulk(fw, x) && !(h->flags & EMP_F_ACKREQ))

@@ -100,7 +100,8 @@ void emp__timer_frame_received(struct emp_fw *fw, struct rec *x, uint64_t now)
  * (1600-4800 frames twice in a fresh process's first 20 MB). A receiver that
  * lost frames finds a gap below the newest probe and names it (NACK: resent
  * at once, emp__rx_ack), or the oldest probe fills it; a tail it never got
- * shows up the same way. The next timeout without progress resends all. */
+ * shows up the same way (the receiver names a gap again whenever a frame
+ * asks for an ack, receive.c). The next timeout without progress resends all. */
 static uint64_t timeout_resend(const struct rec *x)
 {
 	uint64_t un = sent_unacked(x);

@@ -77,8 +77,9 @@ static void scr_open(struct scr *s)
 	h_fill(s->msg, LEN, 5);
 }
 
-/* frame i of message id (len bytes, tag 7) from host 0 to host 1 */
-static void data_frame(struct scr *s, uint32_t id, uint32_t len, uint32_t i)
+/* frame i of message id (len bytes, tag 7) from host 0 to host 1, with flags
+ * (the last frame: LAST and ACKREQ as well) */
+static void data_frame_fl(struct scr *s, uint32_t id, uint32_t len, uint32_t i, uint16_t flags)
 {
 	struct h_frame f;
 	uint32_t nf = (len + FRAG - 1) / FRAG;
@@ -90,8 +91,29 @@ static void data_frame(struct scr *s, uint32_t id, uint32_t len, uint32_t i)
 	f.frame = i;
 	f.plen = (uint16_t)(len - i * FRAG < FRAG ? len - i * FRAG : FRAG);
 	f.payload = s->msg + (size_t)i * FRAG;
-	f.flags = i == nf - 1 ? EMP_F_LAST | EMP_F_ACKREQ : 0;
+	f.flags = flags | (i == nf - 1 ? EMP_F_LAST | EMP_F_ACKREQ : 0);
 	send_frame(s, &f);
+}
+
+static void data_frame(struct scr *s, uint32_t id, uint32_t len, uint32_t i)
+{
+	data_frame_fl(s, id, len, i, 0);
+}
+
+/* the acks host 1 sent since the last look: how many, the flags and cum of the last */
+static int last_ack(struct scr *s, uint16_t *flags, uint32_t *cum)
+{
+	int n = h_raw_recv(&s->h, s->port, s->in, 64), k = 0;
+	for (int i = 0; i < n; i++) {
+		struct h_frame f;
+		CHECK_EQ(h_frame_parse(s->in[i].b, s->in[i].len, &f), 0);
+		if (f.type == EMP_T_ACK) {
+			*flags = f.flags;
+			*cum = f.cum;
+			k++;
+		}
+	}
+	return k;
 }
 
 static uint64_t one_message(int spin, int *nacks, uint32_t *cum, struct emp_counters *c)
@@ -299,9 +321,53 @@ static void t_gather_pace(void)
 	h_free(&s.h);
 }
 
+/* A gap the receiver named once (NACK) and that stays open is named again
+ * whenever a frame asks for an ack: the sender's resend of it was lost, and
+ * its timeout's probes (which ask) must draw the gap again, or the recovery
+ * waits for a second, backed-off timeout. A duplicate that asks is answered
+ * DUP and, with the gap open, NACK too. */
+static void t_bulk_gap_named_again(void)
+{
+	static struct scr s;
+	scr_open(&s);
+	static uint8_t rb[LEN];
+	struct iovec v = { rb, LEN };
+	emp_req_t *rr;
+	struct emp_status st;
+	uint16_t fl = 0;
+	uint32_t cum = 0;
+	CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr), 0);
+	h_run(&s.h, NULL, NULL, 1 * MS);
+	h_raw_recv(&s.h, s.port, s.in, 64);
+	for (uint32_t i = 0; i < 3; i++)
+		data_frame(&s, 1, LEN, i);
+	data_frame(&s, 1, LEN, 5);                          /* frames 3 and 4 lost */
+	h_run_only(&s.h, 1, NULL, NULL, 10 * US);
+	CHECK(last_ack(&s, &fl, &cum) >= 1);
+	CHECK_MSG(fl & EMP_F_NACK, "the gap is not named (flags %#x)", fl);
+	CHECK_EQ(cum, 3);
+	data_frame_fl(&s, 1, LEN, 6, EMP_F_ACKREQ);         /* a probe: the gap is still open */
+	h_run_only(&s.h, 1, NULL, NULL, 10 * US);
+	CHECK_EQ(last_ack(&s, &fl, &cum), 1);
+	CHECK_MSG(fl & EMP_F_NACK, "an open gap not named again when asked (flags %#x)", fl);
+	CHECK_EQ(cum, 3);
+	data_frame_fl(&s, 1, LEN, 5, EMP_F_ACKREQ);         /* a duplicate that asks */
+	h_run_only(&s.h, 1, NULL, NULL, 10 * US);
+	CHECK_EQ(last_ack(&s, &fl, &cum), 1);
+	CHECK_MSG((fl & EMP_F_DUP) && (fl & EMP_F_NACK), "a duplicate's ack flags %#x", fl);
+	for (uint32_t i = 3; i < NF; i++)                   /* the rest: the message completes intact */
+		if (i != 5 && i != 6)
+			data_frame(&s, 1, LEN, i);
+	CHECK(h_wait(&s.h, 1, rr, &st, 1 * MS));
+	CHECK_EQ(st.result, (long long)LEN);
+	CHECK(h_check(rb, LEN, 5));
+	h_free(&s.h);
+}
+
 static const struct emp_test tests[] = {
 	{ "bulk_ack_bursts", t_bulk_ack_bursts, 30 },
 	{ "bulk_medium_acks", t_bulk_medium_acks, 30 },
+	{ "bulk_gap_named_again", t_bulk_gap_named_again, 30 },
 	{ "gather_pace", t_gather_pace, 30 },
 };
 const struct emp_test_suite emp_suite_bulk = { "bulk", tests, sizeof(tests) / sizeof(tests[0]) };
