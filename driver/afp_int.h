@@ -7,9 +7,19 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <linux/if_packet.h>
 
 #include "driver.h"
+
+/* clock c now, in ns (CLOCK_MONOTONIC for intervals; CLOCK_REALTIME to
+ * compare with the kernel's receive stamps) */
+static inline uint64_t emp__afp_clock_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #define AFP_TX_BATCH 256    /* frames per sendmmsg (the engine's batch is up to 256) */
 enum { AFP_TX_MMSG, AFP_TX_RING, AFP_TX_RINGFRAGS };   /* EMP_AFP_TX: mmsg, ring, ringfrags */

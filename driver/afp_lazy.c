@@ -56,16 +56,9 @@
 #define RING_AFTER_DEFAULT 256
 #define RING_AFTER_NS 1000000000ull   /* or at the first frame after a second of life */
 
-static uint64_t clock_ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t mono_ns(void)
 {
-	return clock_ns(CLOCK_MONOTONIC);
+	return emp__afp_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* the kernel receive time of message m (SCM_TIMESTAMPNS), 0 if none */

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <linux/filter.h>
@@ -177,9 +176,7 @@ int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, 
 	 * for delivery later reaches the ring (afp_lazy.c's switch ends its
 	 * helper socket at the first frame stamped after this, so it is read now,
 	 * before the mapping and its population take their milliseconds) */
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	a->t_hooked_real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	a->t_hooked_real = emp__afp_clock_ns(CLOCK_REALTIME);
 	uint8_t *ring = mmap(NULL, a->ring_len, PROT_READ | PROT_WRITE,
 			     MAP_SHARED | (populate ? MAP_POPULATE : 0), a->fd, 0);
 	uint8_t *skip = calloc(a->nframes, 1);
@@ -502,9 +499,7 @@ static uint64_t afp_next_event(void *priv)
 	int m = __atomic_load_n(&a->mode, __ATOMIC_ACQUIRE);
 	if (m != AFP_SWITCH && m != AFP_RINGH)
 		return UINT64_MAX;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + AFP_SWITCH_LOOK_NS;
+	return emp__afp_clock_ns(CLOCK_MONOTONIC) + AFP_SWITCH_LOOK_NS;
 }
 
 static void afp_mac(void *priv, uint8_t mac[6])

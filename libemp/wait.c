@@ -98,14 +98,14 @@ static int spin_yield(struct emp_endpoint *ep, uint64_t *now, uint64_t *yielded)
 	return busy;
 }
 
-/* the sleep bound when nobody else keeps the timers */
+/* the sleep bound: the engine's timers when nobody else keeps them, and
+ * always the device's next_event (frames it holds that its fd does not show:
+ * ours to take; the progress thread would look too, but a wake-up later) */
 static int64_t bound_by_engine(struct emp_endpoint *ep, int64_t ns, uint64_t now)
 {
 	uint64_t dl = UINT64_MAX;
 	if (!ep->prog || ep->clock)
 		dl = emp__fw_next_deadline(ep->fw);
-	/* frames the device holds that its fd does not show: ours to take
-	 * (the progress thread would look too, but a wake-up later) */
 	if (ep->ops->next_event) {
 		uint64_t e = ep->ops->next_event(ep->dev);
 		if (e < dl)
