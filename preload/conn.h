@@ -103,6 +103,15 @@ static inline int tx_tail_open(const struct es_conn *c)
 }
 /* a send slot is free: the next one can be staged */
 static inline int tx_slot_free(const struct es_conn *c) { return c->tx_staged - c->tx_done < c->tx_slots; }
+/* the next send slot staged, empty (with FIN if fin; tx_slot_free checked); its index */
+static inline unsigned tx_stage_new(struct es_conn *c, int fin)
+{
+	unsigned i = c->tx_staged % c->tx_slots;
+	c->slen[i] = 0;
+	c->sfin[i] = (uint8_t)fin;
+	c->tx_staged++;
+	return i;
+}
 
 void es__set_err(struct es_conn *c, int e, int line);
 /* hold.c: list s (s->lock held) so that its held tail is posted at its thread's next wait or the bound */

@@ -257,10 +257,7 @@ static size_t stage_file(struct es_conn *c, struct src *x, size_t want)
 		if (k == 0 && tail) {
 			c->slen[(c->tx_staged - 1) % c->tx_slots] += (uint32_t)t;
 		} else {
-			unsigned i = c->tx_staged % c->tx_slots;
-			c->slen[i] = (uint32_t)t;
-			c->sfin[i] = 0;
-			c->tx_staged++;
+			c->slen[tx_stage_new(c, 0)] = (uint32_t)t;
 		}
 		left -= t;
 	}
@@ -336,11 +333,8 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 				continue;
 			}
 			int fresh = !tx_tail_open(c);
-			if (fresh) {
-				c->slen[c->tx_staged % c->tx_slots] = 0;
-				c->sfin[c->tx_staged % c->tx_slots] = 0;
-				c->tx_staged++;
-			}
+			if (fresh)
+				tx_stage_new(c, 0);
 			unsigned i = (c->tx_staged - 1) % c->tx_slots;
 			uint8_t *b = sslot(c, c->tx_staged - 1) + ES_HDR;
 			size_t room = c->tx_slot_sz - c->slen[i];

@@ -238,9 +238,7 @@ void es__flush(struct es_conn *c)
 			c->sfin[(c->tx_staged - 1) % c->tx_slots] = 1;
 			c->fin_staged = 1;
 		} else if (tx_slot_free(c)) {
-			c->slen[c->tx_staged % c->tx_slots] = 0;
-			c->sfin[c->tx_staged % c->tx_slots] = 1;
-			c->tx_staged++;
+			tx_stage_new(c, 1);
 			c->fin_staged = 1;
 		}
 	}
