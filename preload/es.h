@@ -426,9 +426,11 @@ static inline void es__defer_flush(void)
 		emp_flush(es__g.ep);
 }
 /* write coalescing (hold.c): held tails leave at the thread's next wait
- * (es__held_flush), or older than a bound, or all at exec (es__held_flush_old) */
+ * (es__held_flush), or older than a bound (busy_skip: not a socket whose lock
+ * is taken), or all at exec (es__held_flush_old) */
 void es__held_flush(void);
-int es__held_flush_old(int64_t min_age_ns);
+int es__unhold(struct es_sock *s);
+int es__held_flush_old(int64_t min_age_ns, int busy_skip);
 void es__hold_attach(emp_endpoint_t *ep);
 
 /* ---- epoll (epoll.c) ---- */

@@ -62,7 +62,7 @@ static int owned(struct es_sock *s)
 /* what was written goes out and is acknowledged (or the connection ends) */
 static void flush_sends(struct es_sock *s, int64_t dl)
 {
-	es__held_flush_old(0);
+	es__held_flush_old(0, 0);
 	es__defer_flush();
 	es__sock_lock(s);
 	struct es_conn *c = s->c;

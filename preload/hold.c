@@ -66,10 +66,9 @@ static struct held *mine(void)
 	return h;
 }
 
-/* post what s held back; the list's reference is dropped */
-static void post_one(struct es_sock *s)
+/* post what s (locked) held back; unlocked, the list's reference dropped */
+static void post_locked(struct es_sock *s)
 {
-	es__sock_lock(s);
 	struct es_conn *c = s->c;
 	if (c && c->listed) {
 		c->listed = 0;
@@ -78,6 +77,30 @@ static void post_one(struct es_sock *s)
 	}
 	es__sock_unlock(s);
 	es__sock_put(s);
+}
+
+static void post_one(struct es_sock *s)
+{
+	es__sock_lock(s);
+	post_locked(s);
+}
+
+/* take h's entries whose sockets are free now, locked (h->mu held by the
+ * caller); the others stay listed: their thread is inside them */
+static int take_free(struct held *h, struct es_sock **out)
+{
+	int n = 0, k = 0;
+	for (int i = 0; i < h->n; i++) {
+		if (!pthread_mutex_trylock(&h->s[i]->lock))
+			out[n++] = h->s[i];
+		else
+			h->s[k++] = h->s[i];
+	}
+	h->n = k;
+	if (!k)
+		h->t0 = 0;
+	atomic_fetch_sub(&nheld, n);
+	return n;
 }
 
 /* take h's entries (h->mu held by the caller) */
@@ -123,6 +146,33 @@ void es__hold(struct es_sock *s)
 	}
 }
 
+/* s->lock held; what s held was just posted by its own thread (the uncork, a
+ * bulk write's tail): s leaves the thread's list now rather than at its next
+ * wait, so the progress thread's bound finds nothing held (and ticks slowly
+ * instead of every millisecond). 1: the list's reference is the caller's to
+ * drop, with es__sock_put after the unlock. */
+int es__unhold(struct es_sock *s)
+{
+	struct held *h = tl_held;
+	if (!s->c || !s->c->listed || !h)
+		return 0;
+	int found = 0;
+	pthread_mutex_lock(&h->mu);
+	for (int i = 0; i < h->n && !found; i++)
+		if (h->s[i] == s) {
+			h->s[i] = h->s[--h->n];
+			found = 1;
+		}
+	if (found) {
+		if (!h->n)
+			h->t0 = 0;
+		atomic_fetch_sub(&nheld, 1);
+		s->c->listed = 0;
+	}
+	pthread_mutex_unlock(&h->mu);
+	return found;
+}
+
 /* the calling thread is about to wait: what it held leaves with this round */
 void es__held_flush(void)
 {
@@ -137,8 +187,13 @@ void es__held_flush(void)
 }
 
 /* every thread's held slots older than min_age_ns (0: all); how many are
- * still held after. The progress thread's tick (libemp's hold hook), exec, exit. */
-int es__held_flush_old(int64_t min_age_ns)
+ * still held after. With busy_skip (the progress thread's tick, libemp's hold
+ * hook) a socket whose lock is taken is left for a later look: its thread is
+ * writing to it or reading from it now, and the bound is for a thread gone
+ * elsewhere, not for one that will post at its wait anyway (nginx's workers
+ * serving 1 MiB files met the progress thread on that lock: a futex wait and
+ * a context switch each time). exec and exit post everything. */
+int es__held_flush_old(int64_t min_age_ns, int busy_skip)
 {
 	if (!atomic_load(&nheld))
 		return 0;
@@ -151,13 +206,17 @@ int es__held_flush_old(int64_t min_age_ns)
 			if (!h->n || pthread_mutex_trylock(&h->mu))
 				continue;    /* busy: its owner is adding or posting it now */
 			if (h->n && now - h->t0 >= min_age_ns)
-				n = take(h, v);
+				n = busy_skip ? take_free(h, v) : take(h, v);
 			pthread_mutex_unlock(&h->mu);
 		}
 		pthread_mutex_unlock(&reg_mu);
 		if (!n)
 			break;
-		post_all(v, n);
+		if (busy_skip)
+			for (int i = 0; i < n; i++)
+				post_locked(v[i]);
+		else
+			post_all(v, n);
 	}
 	return atomic_load(&nheld);
 }
@@ -165,7 +224,7 @@ int es__held_flush_old(int64_t min_age_ns)
 static int hold_hook(void *arg)
 {
 	(void)arg;
-	return es__held_flush_old(EMP_HOLD_NS);
+	return es__held_flush_old(EMP_HOLD_NS, 1);
 }
 
 void es__hold_attach(emp_endpoint_t *ep)

@@ -603,7 +603,7 @@ void es__flush_all(void)
 {
 	es__negc_settle_pending();   /* connects that returned before the server's HELLO */
 	__atomic_store_n(&exiting, 1, __ATOMIC_RELEASE);
-	es__held_flush_old(0);   /* every thread's coalesced writes */
+	es__held_flush_old(0, 0);   /* every thread's coalesced writes */
 	es__fd_foreach(flush_one, NULL);
 	reap_until(es__now_ns() + 2000000000ll, NULL, NULL);
 	emp_flush(es__g.ep);     /* the ack of the peer's last message must not wait for a reply */

@@ -293,6 +293,7 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 	int64_t dl = deadline_of(s->sndtimeo_ns);
 	int dontwait = s->nonblock || (flags & MSG_DONTWAIT);
 	ssize_t ret;
+	int unheld = 0;
 	es__process(s);
 	/* coalescing (hold.c): a corked writer, MSG_MORE, or an event-loop round
 	 * whose replies leave at its next wait anyway: the tail may grow first */
@@ -366,6 +367,11 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 		}
 	}
 	ret = (ssize_t)sent;
+	if (c->hold_tail && !(s->tcpopt & (1u << TCP_CORK)) && !(flags & MSG_MORE) && tx_bulk_tail(c)) {
+		c->hold_tail = 0;    /* a bulk write's tail: the round adds nothing to it */
+		es__flush(c);
+		unheld = es__unhold(s);
+	}
 	if (c->hold_tail && c->tx_staged > c->tx_posted && tx_tail_open(c))
 		es__hold(s);
 out:
@@ -375,21 +381,28 @@ out:
 	int row = es__conn_row(c, &ri);
 	es__sock_update(s, 0);
 	es__sock_unlock(s);
+	if (unheld)
+		es__sock_put(s);
 	es__conn_row_put(row, &ri);
 	return ret;
 }
 
 /* TCP_CORK cleared or TCP_NODELAY set: what corking held back leaves now
- * (with the thread's other replies at its next wait when it batches) */
+ * (with the thread's other replies at its next wait when it batches, unless
+ * it is a bulk stream's tail: nginx's 1 MiB file waited out the round) */
 void es__uncork(struct es_sock *s)
 {
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
-	if (c->hold_tail && !es__tl_defer) {
+	int unheld = 0;
+	if (c->hold_tail && (!es__tl_defer || tx_bulk_tail(c))) {
 		c->hold_tail = 0;
 		es__flush(c);
+		unheld = es__unhold(s);
 	}
 	es__sock_unlock(s);
+	if (unheld)
+		es__sock_put(s);
 }
 
 int es__shutdown(struct es_sock *s, int how)

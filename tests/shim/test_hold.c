@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -18,9 +19,17 @@ static uint64_t sent(struct sw *w)
 	return h_ctr(&w->h, 1).msgs_received;
 }
 
+/* the same after the libemp posts a round defers (EMP__DEFER_NS) are let go,
+ * as any drive of the engine does: what the shim holds still waits */
+static uint64_t sent_undeferred(struct sw *w)
+{
+	emp_flush(es__g.ep);
+	return sent(w);
+}
+
 static int flush_run(struct sw *w)
 {
-	es__held_flush_old(0);           /* the test's drive stands for the thread's next wait */
+	es__held_flush_old(0, 0);           /* the test's drive stands for the thread's next wait */
 	return h_run(&w->h, NULL, NULL, 200000000);
 }
 
@@ -121,6 +130,75 @@ static void t_hold_round(void)
 	CHECK(close(ep) == 0);
 }
 
+/* A bulk write in an event-loop round: its full slots leave and so does its
+ * tail (nothing the round adds would join it), and a corked bulk stream's
+ * uncork inside the round posts the tail at once; small writes in the same
+ * round still wait for the next wait */
+static void t_hold_round_bulk(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 8, 4096);
+	int ep = epoll_create1(0), on = 1, off = 0;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = w.fd[0] }, out[2];
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, w.fd[0], &ev) == 0);
+	CHECK_EQ(write(w.fd[1], "req", 3), 3);
+	flush_run(&w);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 1);      /* the round starts */
+	char b[8];
+	CHECK_EQ(read(w.fd[0], b, sizeof b), 3);
+	static char big[10000];
+	for (size_t k = 0; k < sizeof big; k++)
+		big[k] = (char)('A' + k % 26);
+	uint64_t m0 = sent(&w);
+	CHECK_EQ(write(w.fd[0], big, sizeof big), (ssize_t)sizeof big);
+	CHECK_EQ(es__held_flush_old(INT64_MAX, 1), 0); /* nothing listed */
+	CHECK_EQ(sent_undeferred(&w) - m0, 3);       /* two full slots and the tail, in the round */
+	read_exact(&w, big, sizeof big);
+	/* corked: the header waits; the body fills slots; the uncork in the round posts the tail */
+	m0 = sent(&w);
+	CHECK(setsockopt(w.fd[0], IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0);
+	CHECK_EQ(write(w.fd[0], "hdr:", 4), 4);
+	CHECK_EQ(write(w.fd[0], big, sizeof big), (ssize_t)sizeof big);
+	CHECK_EQ(sent_undeferred(&w) - m0, 2);       /* corked: the tail waits */
+	CHECK(setsockopt(w.fd[0], IPPROTO_TCP, TCP_CORK, &off, sizeof off) == 0);
+	CHECK_EQ(es__held_flush_old(INT64_MAX, 1), 0); /* and left the thread's held list */
+	CHECK_EQ(sent_undeferred(&w) - m0, 3);       /* the uncork posted it, still in the round */
+	read_exact(&w, "hdr:", 4);
+	read_exact(&w, big, sizeof big);
+	/* small writes after that: held for the round as before */
+	m0 = sent(&w);
+	CHECK_EQ(write(w.fd[0], "a,", 2), 2);
+	CHECK_EQ(write(w.fd[0], "b", 1), 1);
+	CHECK_EQ(sent_undeferred(&w), m0);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 0);      /* the next wait */
+	CHECK_EQ(sent(&w) - m0, 1);
+	read_exact(&w, "a,b", 3);
+	CHECK(close(ep) == 0);
+}
+
+/* The progress thread's bound (busy_skip) leaves a held socket whose lock is
+ * taken (its thread is inside it) listed, and posts it once the lock is free */
+static void t_hold_bound_busy(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 8, 4096);
+	int on = 1;
+	CHECK(setsockopt(w.fd[0], IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0);
+	uint64_t m0 = sent(&w);
+	CHECK_EQ(write(w.fd[0], "held", 4), 4);
+	CHECK_EQ(sent(&w), m0);
+	struct es_sock *s = es__sock_get(w.fd[0]);
+	CHECK(s != NULL);
+	es__sock_lock(s);                            /* "its thread is inside it" */
+	CHECK_EQ(es__held_flush_old(0, 1), 1);       /* skipped: still held */
+	es__sock_unlock(s);
+	CHECK_EQ(sent(&w), m0);
+	CHECK_EQ(es__held_flush_old(0, 1), 0);       /* free now: posted */
+	CHECK_EQ(sent(&w) - m0, 1);
+	es__sock_put(s);
+	read_exact(&w, "held", 4);
+}
+
 struct corked { struct sw *w; int done; };
 
 static void *cork_and_sleep(void *arg)
@@ -160,6 +238,8 @@ static const struct emp_test tests[] = {
 	{ "shim_hold_cork", t_hold_cork, 20 },
 	{ "shim_hold_msg_more", t_hold_msg_more, 20 },
 	{ "shim_hold_round", t_hold_round, 20 },
+	{ "shim_hold_round_bulk", t_hold_round_bulk, 20 },
+	{ "shim_hold_bound_busy", t_hold_bound_busy, 20 },
 	{ "shim_hold_bound", t_hold_bound, 20 },
 };
 

@@ -46,7 +46,7 @@ static void expect(struct sw *w, const uint8_t *want, size_t n)
 		if (r > 0)
 			got += (size_t)r;
 		else {
-			es__held_flush_old(0);
+			es__held_flush_old(0, 0);
 			h_run(&w->h, NULL, NULL, 200000000);
 		}
 	}

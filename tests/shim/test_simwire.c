@@ -73,7 +73,7 @@ struct both { struct sw *w; struct flow *f; int n; };
  * the shim coalesced (hold.c) is posted first, as a wait would */
 static int sw_run(struct harness *h, int (*done)(void *), void *arg, uint64_t max_ns)
 {
-	es__held_flush_old(0);
+	es__held_flush_old(0, 0);
 	return h_run(h, done, arg, max_ns);
 }
 
