@@ -103,9 +103,15 @@ int emp__deferring(struct emp_endpoint *ep);
 extern __thread int emp__tl_dispatch;
 extern __thread int emp__tl_progress;   /* this thread is the progress thread */
 /* spinning threads yield the CPU at least this often (a peer may share it);
- * the interval grows while yields find nobody else to run */
+ * the interval grows while yields find nobody else to run, up to the most,
+ * or up to the full one while more threads are runnable than there are CPUs
+ * or a recent yield found one that was */
 #define EMP__YIELD_NS 1000ull
 #define EMP__YIELD_MAX_NS 1000000ull
+#define EMP__YIELD_FULL_NS 50000ull
+#define EMP__YIELD_BUSY_NS 20000000ull   /* a yield that found a taker counts this long */
+struct emp__yield { uint64_t every, busy_at; };
+uint64_t emp__yield_next(struct emp__yield *y, int busy, int full, uint64_t now);
 /* deferred posts leave at most this long after the first (progress thread),
  * or when this many posts or bytes have gathered */
 #define EMP__DEFER_NS 200000ull

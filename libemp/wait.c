@@ -25,10 +25,11 @@
  *
  * Spinning threads yield the CPU now and then, for a peer that shares it on a
  * small host; a yield that comes back at once (nobody else wanted the CPU)
- * doubles the interval up to EMP__YIELD_MAX_NS, a slow one resets it: a
- * spinner alone on its CPU makes no system calls, one sharing it gives way
- * every microsecond. With more threads runnable than CPUs nobody spins
- * (crowded).
+ * doubles the interval up to EMP__YIELD_MAX_NS (EMP__YIELD_FULL_NS while
+ * every CPU is taken or a yield found a taker lately), a slow one resets it: a
+ * spinner alone on its CPU makes few system calls, one sharing it gives way
+ * at least every 50 us. With two threads more runnable than CPUs nobody
+ * spins (crowded).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,49 +52,82 @@ static __thread uint64_t spin_budget;               /* adaptive spin, ns; 0: not
  * 40 % more CPU per transaction spinning. Anything unreadable: not crowded. */
 #define CROWD_NS 10000000ull
 static uint64_t crowd_at;
-static int crowd_now, ncpu;
+static int crowd_now, full_now, ncpu;
+
+static void crowd_look(void);
 
 int emp__crowded(void)
+{
+	crowd_look();
+	return __atomic_load_n(&crowd_now, __ATOMIC_RELAXED);
+}
+
+/* every CPU was taken at the last look (more threads runnable than CPUs):
+ * a thread that became runnable may be waiting behind a spinner */
+static int cpus_full(void)
+{
+	crowd_look();
+	return __atomic_load_n(&full_now, __ATOMIC_RELAXED);
+}
+
+static void crowd_look(void)
 {
 	uint64_t now = emp_now_ns();           /* real time, also under a virtual clock */
 	uint64_t at = __atomic_load_n(&crowd_at, __ATOMIC_RELAXED);
 	if (now - at < CROWD_NS || !__atomic_compare_exchange_n(&crowd_at, &at, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		return __atomic_load_n(&crowd_now, __ATOMIC_RELAXED);
+		return;
 	if (!ncpu) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		ncpu = n > 0 && n < 1 << 20 ? (int)n : 1;
 	}
 	char b[128];
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC), c = 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC), c = 0, f = 0;
 	if (fd >= 0) {
 		ssize_t n = emp__sys_read(fd, b, sizeof b - 1);
 		emp__sys_close(fd);
 		b[n > 0 ? n : 0] = 0;
 		int running = 0, total = 0;
 		double l1, l5, l15;
-		if (n > 0 && sscanf(b, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5)
+		if (n > 0 && sscanf(b, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5) {
 			c = running > ncpu + 1;   /* one more than the CPUs: the peer a spinner waits for */
+			f = running > ncpu;
+		}
 	}
 	__atomic_store_n(&crowd_now, c, __ATOMIC_RELAXED);
-	return c;
+	__atomic_store_n(&full_now, f, __ATOMIC_RELAXED);
 }
-static __thread uint64_t yield_every = EMP__YIELD_NS;
+
+static __thread struct emp__yield yl = { EMP__YIELD_NS, 0 };
 static __thread int defer_on;
+
+/* The interval to the next yield after one at now (busy: it found another
+ * thread wanting the CPU; full: more threads runnable than CPUs). A busy
+ * yield starts again at EMP__YIELD_NS; a quiet one doubles the interval, up to
+ * EMP__YIELD_MAX_NS, but only up to EMP__YIELD_FULL_NS while every CPU is taken
+ * or a yield of the last EMP__YIELD_BUSY_NS found a taker: on a spinner's CPU
+ * a thread just woken (nginx's worker with a request) waited for the
+ * spinner's next yield, and a quarter of nginx's requests took 300-500 us
+ * instead of 50. */
+uint64_t emp__yield_next(struct emp__yield *y, int busy, int full, uint64_t now)
+{
+	if (busy) {
+		y->busy_at = now;
+		return y->every = EMP__YIELD_NS;
+	}
+	uint64_t cap = (y->busy_at && now - y->busy_at < EMP__YIELD_BUSY_NS) || full ? EMP__YIELD_FULL_NS
+										      : EMP__YIELD_MAX_NS;
+	return y->every = y->every * 2 < cap ? y->every * 2 : cap;
+}
 
 /* 1 if the yield found others wanting the CPU */
 static int spin_yield(struct emp_endpoint *ep, uint64_t *now, uint64_t *yielded)
 {
-	if (*now - *yielded < yield_every)
+	if (*now - *yielded < yl.every)
 		return 0;
 	sched_yield();
 	uint64_t after = emp__now(ep);
 	int busy = after - *now >= 3000;
-	if (!busy) {
-		if (yield_every < EMP__YIELD_MAX_NS)
-			yield_every *= 2;
-	} else {
-		yield_every = EMP__YIELD_NS;
-	}
+	emp__yield_next(&yl, busy, !busy && cpus_full(), after);
 	*now = *yielded = after;
 	return busy;
 }

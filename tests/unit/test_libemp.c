@@ -471,8 +471,34 @@ static void t_wait_crowded(void)
 	pair_close(&p);
 }
 
+/* A spinner's yield interval (emp__yield_next): quiet yields double it up to
+ * EMP__YIELD_MAX_NS; a yield that found a taker starts again at
+ * EMP__YIELD_NS and, for EMP__YIELD_BUSY_NS after it, the interval grows only
+ * to EMP__YIELD_FULL_NS, as it does while every CPU is taken (an interval
+ * already longer falls to it at the next yield) */
+static void t_yield_interval(void)
+{
+	struct emp__yield y = { EMP__YIELD_NS, 0 };
+	uint64_t t = 1000000000ull, v = 0;
+	for (int i = 0; i < 20; i++)
+		v = emp__yield_next(&y, 0, 0, t += 1000);
+	CHECK_EQ(v, EMP__YIELD_MAX_NS);
+	CHECK_EQ(emp__yield_next(&y, 1, 0, t += 1000), EMP__YIELD_NS);   /* a taker */
+	for (int i = 0; i < 20; i++)
+		v = emp__yield_next(&y, 0, 0, t += 10000);
+	CHECK_EQ(v, EMP__YIELD_FULL_NS);                                   /* 200 us later: still capped */
+	t += EMP__YIELD_BUSY_NS;
+	for (int i = 0; i < 20; i++)
+		v = emp__yield_next(&y, 0, 0, t += 1000);
+	CHECK_EQ(v, EMP__YIELD_MAX_NS);                                    /* the taker is long gone */
+	CHECK_EQ(emp__yield_next(&y, 0, 1, t += 1000), EMP__YIELD_FULL_NS); /* every CPU taken */
+	CHECK_EQ(emp__yield_next(&y, 0, 0, t += 1000), 2 * EMP__YIELD_FULL_NS);
+	CHECK(EMP__YIELD_FULL_NS < EMP__YIELD_MAX_NS);
+}
+
 static const struct emp_test tests[] = {
 	{ "libemp_wait_crowded", t_wait_crowded, 20 },
+	{ "libemp_yield_interval", t_yield_interval, 20 },
 	{ "libemp_wait_for_last_look", t_wait_for_last_look, 20 },
 	{ "libemp_progress_thread", t_progress_thread, 20 },
 	{ "libemp_progress_engine_held", t_progress_engine_held, 20 },
