@@ -132,6 +132,12 @@ static void rearm(struct emp_progress *pg, uint64_t now)
 	 * (a deadline that an ack moves meanwhile costs no wake-up each time) */
 	if (dl != UINT64_MAX && others_look(ep, now) && dl < now + BUSY_SLACK_NS)
 		dl = now + BUSY_SLACK_NS;
+	/* ... and while the tick comes at least that often, the tick is that
+	 * look (step with timer set): a bulk stream's retransmission deadline,
+	 * moved by every ack, woke this thread every 4 ms for nothing besides
+	 * the tick's own wake-up (nginx sending 1 MiB files: 0.3 per request) */
+	if (dl != UINT64_MAX && others_look(ep, now) && pg->tick_s * 1e9 <= (double)BUSY_SLACK_NS)
+		dl = UINT64_MAX;
 	if (dl != UINT64_MAX) {
 		double after = dl > now ? (double)(dl - now) / 1e9 : 0.0;
 		ev_timer_set(&pg->tm, after > TICK_MAX ? TICK_MAX : after, 0.0);
