@@ -23,7 +23,9 @@
  * while they stay asleep in their own waits (or this thread watches the
  * device) it doubles up to 100 ms (an idle process wakes ten times a second),
  * and the next thread that leaves a wait pulls it back with one kick
- * (emp__progress_exit_seen). Deferred posts older than EMP__DEFER_NS
+ * (emp__progress_exit_seen). While threads look and the tick comes at least
+ * every 4 ms, the tick also serves the engine's timers (no wake-up of their
+ * own). Deferred posts older than EMP__DEFER_NS
  * are sent from the tick as well, so a reply leaves even when its application
  * does not come back to its loop, and so is what a layer above holds back
  * (emp_set_hold_hook: the shim's coalesced writes).
