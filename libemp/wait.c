@@ -54,22 +54,6 @@ static __thread uint64_t spin_budget;               /* adaptive spin, ns; 0: not
 static uint64_t crowd_at;
 static int crowd_now, full_now, ncpu;
 
-static void crowd_look(void);
-
-int emp__crowded(void)
-{
-	crowd_look();
-	return __atomic_load_n(&crowd_now, __ATOMIC_RELAXED);
-}
-
-/* every CPU was taken at the last look (more threads runnable than CPUs):
- * a thread that became runnable may be waiting behind a spinner */
-static int cpus_full(void)
-{
-	crowd_look();
-	return __atomic_load_n(&full_now, __ATOMIC_RELAXED);
-}
-
 static void crowd_look(void)
 {
 	uint64_t now = emp_now_ns();           /* real time, also under a virtual clock */
@@ -95,6 +79,20 @@ static void crowd_look(void)
 	}
 	__atomic_store_n(&crowd_now, c, __ATOMIC_RELAXED);
 	__atomic_store_n(&full_now, f, __ATOMIC_RELAXED);
+}
+
+int emp__crowded(void)
+{
+	crowd_look();
+	return __atomic_load_n(&crowd_now, __ATOMIC_RELAXED);
+}
+
+/* every CPU was taken at the last look (more threads runnable than CPUs):
+ * a thread that became runnable may be waiting behind a spinner */
+static int cpus_full(void)
+{
+	crowd_look();
+	return __atomic_load_n(&full_now, __ATOMIC_RELAXED);
 }
 
 static __thread struct emp__yield yl = { EMP__YIELD_NS, 0 };

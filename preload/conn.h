@@ -67,7 +67,7 @@ struct es_conn {
 	int fin_want, fin_staged, fin_done;
 	int hold_tail;                   /* the writer may write again soon (TCP_CORK, MSG_MORE, an event-loop round): the last staged slot, with room, is not posted (hold.c) */
 	int listed;                      /* on its thread's held list (hold.c) */
-	int tail_bulk;                   /* the last staged slot was begun because the one before, still in flight, filled up */
+	int tail_bulk;                   /* the last staged slot was begun because the one before, still in flight, filled up: a bulk stream, whose tail is not held for the rest of an event-loop round (hold.c) */
 	/* state */
 	int err, err_told, kdead, shut_rd, shut_wr;
 	int leak;
@@ -102,9 +102,6 @@ static inline int tx_tail_open(const struct es_conn *c)
 	return c->tx_staged > c->tx_posted && !c->sfin[(c->tx_staged - 1) % c->tx_slots] &&
 	       c->slen[(c->tx_staged - 1) % c->tx_slots] < c->tx_slot_sz;
 }
-/* the tail continues a slot that filled up: a bulk stream, whose last bytes
- * are not held back for the rest of an event-loop round (hold.c) */
-static inline int tx_bulk_tail(const struct es_conn *c) { return c->tail_bulk; }
 /* a send slot is free: the next one can be staged */
 static inline int tx_slot_free(const struct es_conn *c) { return c->tx_staged - c->tx_done < c->tx_slots; }
 /* the next send slot staged, empty (with FIN if fin; tx_slot_free checked); its index */

@@ -297,7 +297,8 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 	es__process(s);
 	/* coalescing (hold.c): a corked writer, MSG_MORE, or an event-loop round
 	 * whose replies leave at its next wait anyway: the tail may grow first */
-	c->hold_tail = (s->tcpopt & (1u << TCP_CORK)) || (flags & MSG_MORE) || es__tl_defer;
+	int asked = (s->tcpopt & (1u << TCP_CORK)) || (flags & MSG_MORE);   /* the writer asked to hold */
+	c->hold_tail = asked || es__tl_defer;
 	for (;;) {
 		if (c->peer_closed && !c->rst_drawn && !c->err && !c->kdead && !c->shut_wr && !sent && x->fd < 0) {
 			/* the peer closed its socket: over TCP the first write after
@@ -367,7 +368,7 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 		}
 	}
 	ret = (ssize_t)sent;
-	if (c->hold_tail && !(s->tcpopt & (1u << TCP_CORK)) && !(flags & MSG_MORE) && tx_bulk_tail(c)) {
+	if (c->hold_tail && !asked && c->tail_bulk) {
 		c->hold_tail = 0;    /* a bulk write's tail: the round adds nothing to it */
 		es__flush(c);
 		unheld = es__unhold(s);
@@ -395,7 +396,7 @@ void es__uncork(struct es_sock *s)
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
 	int unheld = 0;
-	if (c->hold_tail && (!es__tl_defer || tx_bulk_tail(c))) {
+	if (c->hold_tail && (!es__tl_defer || c->tail_bulk)) {
 		c->hold_tail = 0;
 		es__flush(c);
 		unheld = es__unhold(s);
