@@ -17,4 +17,20 @@ rxb() { emp_rx_bytes "$1"; }
 # at_least WHAT GOT MIN
 at_least() { [ "$2" -ge "$3" ] || fail "$1: $2 < $3"; echo "ok: $1 ($2 >= $3)"; }
 at_most() { [ "$2" -le "$3" ] || fail "$1: $2 > $3"; echo "ok: $1 ($2 <= $3)"; }
-trap 'cleanup; rm -rf "$T"' EXIT
+# on failure: the library's own lines from every log (why a connection left
+# EMP, what a server refused) at the end of the output, where the runner's
+# tail shows them, and the temp dir kept beside the runner's log
+sock_exit() {
+	local rc=$? keep=$ROOT/build/ns-logs/$(basename "$0" .sh).keep
+	cleanup
+	[ "$rc" = 0 ] && rm -rf "$keep"
+	if [ "$rc" != 0 ] && [ -d "$T" ]; then
+		grep -H "emp[:\[]" "$T"/*.log 2>/dev/null | sed "s|^$T/||" | sort | uniq -c | sort -rn | head -8 >&2 || true
+		if [ "$(du -sm "$T" | cut -f1)" -le 64 ]; then
+			rm -rf "$keep"; mkdir -p "$ROOT/build/ns-logs"; cp -r "$T" "$keep" && echo "kept: $keep" >&2
+		fi
+	fi
+	rm -rf "$T"
+	return "$rc"
+}
+trap sock_exit EXIT
