@@ -57,7 +57,8 @@ void emp__auth_tx_key(struct emp_fw *fw, unsigned i, const struct peer *pe, uint
 {
 	const uint8_t *k;
 	switch (type) {
-	case EMP_T_DATA:      k = pe->tx_key; break;      /* our session toward them */
+	case EMP_T_DATA:                                  /* our session toward them */
+	case EMP_T_BYE:       k = pe->tx_key; break;
 	case EMP_T_ACK:                                   /* their session toward us */
 	case EMP_T_HELLO_ACK: k = pe->rx_key; break;
 	case EMP_T_HELLO:     k = fw->auth_hello; break;
@@ -105,7 +106,7 @@ static const uint8_t *rx_key(struct emp_fw *fw, const struct hdr *h, int *pass)
 			*pass = 1;           /* rx_data answers STALE and drops it, nothing else */
 			return NULL;
 		}
-		if (!pe || !pe->rx_known || pe->rx_remote_inc != h->src_inc || pe->rx_session != h->session) {
+		if (!emp__rx_session_ok(pe, h)) {
 			emp__drop(fw, EMP_DROP_NO_SESSION);
 			return NULL;
 		}
@@ -129,6 +130,12 @@ static const uint8_t *rx_key(struct emp_fw *fw, const struct hdr *h, int *pass)
 		emp__auth_session_key(fw, fw->auth_tmp, fw->cfg.mac, fw->host_mac[pe->host], fw->cfg.endpoint, pe->ep,
 				      fw->cfg.incarnation, h->src_inc, pe->tx_nonce, h->msg_id, pe->tx_session);
 		return fw->auth_tmp;
+	case EMP_T_BYE:
+		if (h->dst_inc != fw->cfg.incarnation || !emp__rx_session_ok(pe, h)) {
+			emp__drop(fw, EMP_DROP_NO_SESSION);
+			return NULL;
+		}
+		return pe->rx_key;
 	case EMP_T_HELLO: return fw->auth_hello;
 	case EMP_T_STALE: return fw->auth_stale;
 	case EMP_T_PROBE: return fw->auth_probe;

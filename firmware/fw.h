@@ -152,6 +152,8 @@ struct emp_counters {
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */
 	uint64_t acks_merged;        /* bulk acks replaced, before they left, by a later one of the same message */
 	uint64_t rx_gathers;         /* waits that let a multi-frame message's frames gather (gather.c) */
+	uint64_t byes_sent;          /* BYEs sent at the endpoint's close, one per peer with a session */
+	uint64_t peers_departed;     /* BYEs taken: peers whose life ended (their slot free once unheld) */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
 	uint64_t drops_total;
@@ -231,6 +233,9 @@ void emp__fw_usage(const struct emp_fw *fw, uint32_t *peers, uint32_t *records);
  * EMP_PEER_FRESH_NS restarts our session toward it. 0, or -EMP_ENOBUFS when
  * the table is full of peers in use. */
 int emp__fw_peer_hold(struct emp_fw *fw, uint16_t host, uint16_t ep, int delta, uint64_t now);
+/* The endpoint closes: a BYE to every peer our session toward is up with
+ * (not retransmitted), flushed with the batch. Nothing may be sent after. */
+void emp__fw_bye(struct emp_fw *fw);
 void emp__fw_set_hello_needs_hold(struct emp_fw *fw, int on);
 
 uint32_t emp__crc32c(uint32_t crc, const void *p, uint64_t len);

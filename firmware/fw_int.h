@@ -30,7 +30,7 @@
  * session toward a peer restarts (HELLO) when we start sending after this
  * long without a frame, since the peer may have reclaimed its state of us:
  * FRESH is well below IDLE, so a peer never reclaims a session we still use
- * without a HELLO. */
+ * without a HELLO. A peer whose life said BYE (proto.h) needs no quiet. */
 #define EMP_PEER_IDLE_NS  2000000000ull
 #define EMP_PEER_FRESH_NS 1000000000ull
 
@@ -61,6 +61,7 @@ struct peer {
 	uint32_t rx_resp;           /* auth: our nonce for their session toward us (sent in HELLO_ACK) */
 	uint8_t tx_key[16], rx_key[16]; /* auth: the two sessions' keys (auth.c) */
 	uint32_t rx_remote_inc;     /* their incarnation, as we accept them */
+	uint32_t bye_inc;           /* the life of theirs that said BYE (0: none) */
 	uint32_t next_msg_id;       /* next id we assign */
 	uint32_t match_next;        /* lowest id of theirs not yet matched */
 	uint64_t matched;           /* bit i: id match_next+i is matched (i < 64) */
@@ -244,6 +245,11 @@ int emp__host_by_mac(const struct emp_fw *fw, const uint8_t *mac);
 int32_t emp__peer_get(struct emp_fw *fw, uint16_t host, uint16_t ep, int create);
 /* a frame went to or came from p */
 static inline void emp__peer_touch(struct emp_fw *fw, int32_t p) { fw->peer[p].last_act = fw->now; }
+/* A frame (DATA, BYE) of their session toward us, the one we know. */
+static inline int emp__rx_session_ok(const struct peer *pe, const struct hdr *h)
+{
+	return pe && pe->rx_known && pe->rx_remote_inc == h->src_inc && pe->rx_session == h->session;
+}
 /* before a send is queued to p: a session idle for EMP_PEER_FRESH_NS starts over */
 void emp__peer_fresh(struct emp_fw *fw, int32_t p, uint64_t now);
 void emp__peer_activate(struct emp_fw *fw, int32_t p);
@@ -256,6 +262,7 @@ void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64
 void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p);
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h);
 void emp__rx_probe(struct emp_fw *fw, const struct hdr *h, uint64_t now);
+void emp__rx_bye(struct emp_fw *fw, const struct hdr *h, int32_t p);
 /* send.c: data frames and the tx batch */
 uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags, uint32_t msg_id,
 		      uint16_t session, uint32_t body_len);

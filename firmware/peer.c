@@ -7,12 +7,14 @@ static uint32_t phash(uint16_t host, uint16_t ep)
 }
 
 /* A peer nobody uses any more: no host hold, nothing queued, in flight or
- * half received, no session being opened, no frame for EMP_PEER_IDLE_NS. */
+ * half received, no session being opened, and no frame for EMP_PEER_IDLE_NS
+ * or its life said BYE (no other life of it seen since). */
 static int reclaimable(const struct emp_fw *fw, const struct peer *pe)
 {
 	return pe->used && !pe->holds && !pe->on_alist && pe->txq.head == NIL && pe->act.head == NIL &&
 	       pe->rxa.head == NIL && !pe->norecv_pending && pe->tx_state != PTX_HELLO &&
-	       fw->now - pe->last_act >= EMP_PEER_IDLE_NS;
+	       (fw->now - pe->last_act >= EMP_PEER_IDLE_NS ||
+		(pe->bye_inc && pe->bye_inc == pe->rx_remote_inc && !pe->rx_known));
 }
 
 static void unhash(struct emp_fw *fw, int32_t p)
@@ -410,6 +412,36 @@ void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
 		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
 		pe->rx_known = 0;
 	}
+}
+
+/* A BYE in the session of theirs we know (checked here and, with auth, its
+ * tag under that session's key): that life is over. Its messages to us can
+ * never complete, nor ours to it; its slot may go to another at once. */
+void emp__rx_bye(struct emp_fw *fw, const struct hdr *h, int32_t p)
+{
+	struct peer *pe = &fw->peer[p];
+	if (h->dst_inc != fw->cfg.incarnation || !emp__rx_session_ok(pe, h)) {
+		emp__drop(fw, EMP_DROP_NO_SESSION);
+		return;
+	}
+	fw->ctr.peers_departed++;
+	pe->bye_inc = h->src_inc;
+	if (pe->tx_state != PTX_NEW && pe->tx_remote_inc == h->src_inc)
+		tx_side_reset(fw, p, fw->now);
+	emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
+	pe->rx_known = 0;
+}
+
+void emp__fw_bye(struct emp_fw *fw)
+{
+	for (uint32_t i = 0; i < fw->npeers; i++) {
+		struct peer *pe = &fw->peer[i];
+		if (!pe->used || pe->tx_state != PTX_UP)
+			continue;
+		(void)emp__tx_slot(fw, (int32_t)i, EMP_T_BYE, 0, 0, pe->tx_session, 0);
+		fw->ctr.byes_sent++;
+	}
+	emp__fw_flush(fw);
 }
 
 /* Answer a frame that named an incarnation of ours that is gone. A sender

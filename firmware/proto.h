@@ -77,6 +77,15 @@
  *   incarnation, if alive, ignores the probe; its successor answers STALE,
  *   and resends its own HELLO, which is then accepted.
  *
+ *  BYE (no body): "this life is over" (its endpoint closes), sent once, not
+ *   retransmitted, in the sender's session toward the receiver (session,
+ *   src_inc and, with auth, the key as DATA). The receiver may then give the
+ *   peer's slot to another as soon as nothing is held, queued or in flight
+ *   toward it, instead of after EMP_PEER_IDLE_NS of quiet (without it a full
+ *   table takes at most max_peers newcomers per EMP_PEER_IDLE_NS). A BYE
+ *   that does not match the session is dropped; a lost one leaves the quiet
+ *   rule.
+ *
  *  AUTHENTICATED FRAMES (option auth on; auth.c). The version field says
  *  EMP_PROTO_VERSION_AUTH (10) instead of 2; the frame is the same, followed
  *  by an 8-byte tag right after the type's body and payload (at offset
@@ -86,6 +95,7 @@
  *  DATA payload per frame shrinks by 8 bytes (1452 at MTU 1500). Keys, all
  *  derived from the cluster secret K (option auth_key):
  *    HELLO  K_hello = KDF(K, "EMP-hello"): covers every field of the HELLO
+ *    BYE    as DATA: the sender's session key
  *    STALE  K_stale, PROBE K_probe (likewise): sent with no session (a new
  *           life answering for a dead one); their effect is bounded by the
  *           incarnation checks (a STALE acts only when it names the life we
@@ -152,6 +162,7 @@ enum emp_frame_type {
 	EMP_T_HELLO_ACK = 4,
 	EMP_T_STALE     = 5,
 	EMP_T_PROBE     = 6,
+	EMP_T_BYE       = 7,
 };
 
 enum emp_frame_flags {

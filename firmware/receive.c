@@ -153,7 +153,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		payload += EMP_PIGGY_LEN;
 	}
 	struct peer *pe = p == NIL ? NULL : &fw->peer[p];
-	if (!pe || !pe->rx_known || pe->rx_remote_inc != h->src_inc || pe->rx_session != h->session) {
+	if (!emp__rx_session_ok(pe, h)) {
 		emp__drop(fw, EMP_DROP_NO_SESSION);
 		return;
 	}
@@ -315,6 +315,7 @@ static int64_t body_size(uint8_t type, uint16_t flags, const uint8_t *body, uint
 	case EMP_T_STALE:
 		return EMP_STALE_HDR_LEN;
 	case EMP_T_PROBE:
+	case EMP_T_BYE:
 		return 0;
 	default:
 		return -1;
@@ -438,6 +439,13 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 		break;
 	case EMP_T_PROBE:
 		emp__rx_probe(fw, &h, now);
+		break;
+	case EMP_T_BYE:
+		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 0);
+		if (p == NIL)
+			emp__drop(fw, EMP_DROP_NO_SESSION);
+		else
+			emp__rx_bye(fw, &h, p);
 		break;
 	default:
 		emp__drop(fw, EMP_DROP_TYPE);

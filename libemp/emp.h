@@ -175,6 +175,13 @@ void emp_defer(emp_endpoint_t *ep, int on);
 /* Drive the engine now and send everything it holds: deferred posts, and an
  * ack that waits for a reply (before a process that keeps the endpoint exits). */
 void emp_flush(emp_endpoint_t *ep);
+/* This endpoint's life is over: every peer it has a session with is told
+ * (BYE, one frame each, not retransmitted), so that a peer whose table is
+ * full may give the slot to another at once rather than after 2 s of quiet.
+ * Messages still in flight to or from this endpoint fail at those peers.
+ * Call only when the endpoint will send nothing more (at exit; emp_close
+ * calls it); a forked child's copy of an endpoint never says it. */
+void emp_goodbye(emp_endpoint_t *ep);
 
 /* Peers (remote endpoints) the engine keeps a session with. A layer with
  * connections of its own holds the peer while one uses it: a held peer is

@@ -585,6 +585,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 					   .zeroed = 1 };
 		rc = emp__fw_init(ep->fw, ep->fw_size, &ep->fwc, &env);
 		ep->fw_ready = rc == 0;
+		ep->owner = getpid();
 		if (rc < 0)
 			emp__set_error("emp: engine rejected its configuration (mtu %u, descriptors %u)",
 				       ep->fwc.mtu, ep->fwc.ndesc);
@@ -604,6 +605,17 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	return 0;
 }
 
+void emp_goodbye(emp_endpoint_t *ep)
+{
+	if (!ep || !ep->fw_ready || ep->owner != getpid() || ep->said_bye)
+		return;
+	pthread_mutex_lock(&ep->eng_lock);
+	emp__fw_poll(ep->fw, emp__now(ep));
+	emp__fw_bye(ep->fw);
+	ep->said_bye = 1;
+	pthread_mutex_unlock(&ep->eng_lock);
+}
+
 void emp_close(emp_endpoint_t *ep)
 {
 	if (!ep)
@@ -619,6 +631,7 @@ void emp_close(emp_endpoint_t *ep)
 		emp__fw_poll(ep->fw, emp__now(ep));
 		emp__fw_flush(ep->fw);
 		pthread_mutex_unlock(&ep->eng_lock);
+		emp_goodbye(ep);
 	}
 	if (ep->dev)
 		ep->ops->close(ep->dev);

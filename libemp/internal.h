@@ -65,6 +65,8 @@ struct emp_endpoint {
 	int self;
 	int eplock;                      /* fd holding the endpoint id's lock (eplock.c), or -1 */
 	uint16_t epid;
+	pid_t owner;                     /* the process that opened it (emp_goodbye) */
+	int said_bye;
 	uint8_t mac[6];
 	struct emp_progress *prog;
 };

@@ -607,5 +607,6 @@ void es__flush_all(void)
 	es__fd_foreach(flush_one, NULL);
 	reap_until(es__now_ns() + 2000000000ll, NULL, NULL);
 	emp_flush(es__g.ep);     /* the ack of the peer's last message must not wait for a reply */
+	emp_goodbye(es__g.ep);   /* our peers may give our slots to others at once */
 	handoff_device();
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# t_neg_churn: 2,000 short-lived client processes (4 lanes of 500, one after the other in each) against one long-lived preloaded server, all under emp-run --strict: every one echoes intact over EMP; the server's engine reclaims the peers of the clients that are gone (more clients than its 1024-peer table) and its memory stays flat. CHURN_PROCS resizes it (the benchmark runs 10,000).
+# t_neg_churn: 3,000 short-lived client processes (8 lanes of 375, one after the other in each) against one long-lived preloaded server, all under emp-run --strict: every one echoes intact over EMP; the server's engine reclaims the peers of the clients that are gone (more clients than its 1024-peer table, faster than 512 a second, the most it took while a peer had to be quiet 2 s: each client's exit says BYE, and the server takes it) and its memory stays flat. CHURN_PROCS resizes it (the benchmark runs 10,000).
 # timeout: 120
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
 CONNT=$ROOT/build/tests/sock/connt
-N=${CHURN_PROCS:-2000}
-LANES=4
+N=${CHURN_PROCS:-3000}
+LANES=8
 per=$(( N / LANES ))
 bg 2 "$T/server.log" "$ER" --strict "$CONNT" server 7320
 spid=${PIDS[-1]}
@@ -24,13 +24,14 @@ ok=$(cat "$T"/lane*.log | grep -c "^ok 1 conns" || true)
 { cat "$T"/lane*.log | grep -v "^ok" | sort | uniq -c | head -5; } || true
 expect "$((per * LANES)) client processes, every one echoed intact over EMP ($ok)" [ "$ok" = $((per * LANES)) ]
 on 2 "$BIN/empstat" --json > "$T/stat.json"
-read -r reclaimed inuse < <(python3 -c "
+read -r reclaimed inuse departed < <(python3 -c "
 import json, sys
 d = json.load(open('$T/stat.json'))
 e = [x for x in d['endpoints'] if x['pid'] == $spid][0]
-print(e['counters'].get('peers_reclaimed', 0), e['usage'].get('peers', -1))")
-echo "server: rss ${r0} kB after warm-up, ${r1} kB after; peers reclaimed $reclaimed, in use $inuse"
+print(e['counters'].get('peers_reclaimed', 0), e['usage'].get('peers', -1), e['counters'].get('peers_departed', 0))")
+echo "server: rss ${r0} kB after warm-up, ${r1} kB after; peers reclaimed $reclaimed, in use $inuse, departed (BYE) $departed"
 at_least "peers reclaimed by the server's engine" "$reclaimed" $(( N > 1100 ? 1 : 0 ))
+at_least "client lives that said BYE at exit, taken by the server's engine" "$departed" $(( N / 2 ))
 at_most "peers the server's engine holds" "$inuse" 1024
 at_most "server memory growth over $N client processes (kB)" $(( r1 - r0 )) 8192
 expect "the server kept every connection on EMP" bash -c "! grep -q 'strict mode' '$T/server.log'"

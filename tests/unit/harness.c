@@ -64,6 +64,8 @@ void h_close(struct harness *h, int i)
 
 void h_restart(struct harness *h, int i)
 {
+	if (h->ep[i])
+		h->ep[i]->said_bye = 1;   /* a crash: the peers are not told (emp_goodbye) */
 	h_close(h, i);
 	open_ep(h, i);
 }

@@ -27,6 +27,7 @@ struct harness {
 void h_init(struct harness *h, int n, const struct emp_sim_faults *f, const struct emp_fw_config *fwc);
 void h_free(struct harness *h);
 /* Close and reopen endpoint i with a new incarnation (a restarted process). */
+/* close endpoint i as a crash would (its peers are not told: no BYE) and open a new life */
 void h_restart(struct harness *h, int i);
 void h_close(struct harness *h, int i);
 emp_addr_t h_addr(int host);

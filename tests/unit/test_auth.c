@@ -165,9 +165,9 @@ static void real_message(struct harness *h, int from, int to, emp_req_t *rr, uin
 }
 
 /* A host that spoofs h0's (or h1's) MAC and knows every id forges DATA
- * (tagged with a wrong tag, and untagged), STALE, HELLO, ACK and PROBE: all
- * dropped as auth failures; nothing is delivered, reset or acked; the stream
- * goes on intact. */
+ * (tagged with a wrong tag, and untagged), STALE, HELLO, ACK, PROBE and BYE:
+ * all dropped as auth failures; nothing is delivered, reset or acked; the
+ * stream goes on intact, and h0's real BYE verifies. */
 static void t_forged(void)
 {
 	struct harness h;
@@ -208,10 +208,13 @@ static void t_forged(void)
 	h_frame_as(&h, 1, 0, EMP_T_PROBE, &f);
 	f.dst_inc = 99;
 	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));
+	h_frame_as(&h, 0, 1, EMP_T_BYE, &f);         /* "h0's life is over": would fail its messages */
+	h_raw_send(&h, att, buf, build(&f, buf, NULL, NULL));
 	h_run(&h, NULL, NULL, 10 * MS);
 	real_message(&h, 0, 1, rr, rb, 100, 7, 11);                 /* the receive got the real one */
 	struct emp_counters d1 = h_ctr(&h, 1), d0 = h_ctr(&h, 0);
-	CHECK_EQ(d1.drops[EMP_DROP_AUTH] - c1.drops[EMP_DROP_AUTH], 4);
+	CHECK_EQ(d1.drops[EMP_DROP_AUTH] - c1.drops[EMP_DROP_AUTH], 5);
+	CHECK_EQ(d1.peers_departed, 0);
 	CHECK_EQ(d0.drops[EMP_DROP_AUTH] - c0.drops[EMP_DROP_AUTH], 2);
 	CHECK_EQ(d1.peer_restarts, c1.peer_restarts);
 	CHECK_EQ(d0.stale_sent, c0.stale_sent);                     /* the probe drew no STALE */
@@ -219,6 +222,10 @@ static void t_forged(void)
 	h_xfer(&h, 0, 1, 200000, 2, 12, 5 * SEC);
 	h_xfer(&h, 1, 0, 200000, 2, 13, 5 * SEC);
 	CHECK_EQ(h_ctr(&h, 0).send_errors + h_ctr(&h, 1).recv_errors, 0);
+	emp_goodbye(h.ep[0]);                        /* the real one, under its session's key */
+	h_run(&h, NULL, NULL, 10 * MS);
+	CHECK_EQ(h_ctr(&h, 1).peers_departed, 1);
+	CHECK_EQ(h_ctr(&h, 1).drops[EMP_DROP_AUTH], d1.drops[EMP_DROP_AUTH]);
 	h_free(&h);
 }
 

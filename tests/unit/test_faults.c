@@ -1010,7 +1010,7 @@ static void t_malformed(void)
 		{ "version 3", EMP_DROP_VERSION },
 		{ "version 0", EMP_DROP_VERSION },
 		{ "type 0", EMP_DROP_TYPE },
-		{ "type 7 (unused)", EMP_DROP_TYPE },
+		{ "bye in another session", EMP_DROP_NO_SESSION },
 		{ "data header cut", EMP_DROP_BAD_LEN },
 		{ "payload cut", EMP_DROP_BAD_LEN },
 		{ "payload shorter than its share", EMP_DROP_BAD_LEN },
@@ -1046,7 +1046,7 @@ static void t_malformed(void)
 		case 3: f.version = 3; len = h_frame_build(&f, buf); break;
 		case 4: f.version = 0; len = h_frame_build(&f, buf); break;
 		case 5: f.type = 0; len = h_frame_build(&f, buf); break;
-		case 6: f.type = 7; len = h_frame_build(&f, buf); break;
+		case 6: f.type = EMP_T_BYE; f.session++; len = h_frame_build(&f, buf); break;
 		case 7: len = h_frame_build(&f, buf); len = EMP_ETH_HLEN + EMP_HDR_LEN + 10; break;
 		case 8: len = h_frame_build(&f, buf) - 1; break;
 		case 9: f.plen = 100; len = h_frame_build(&f, buf); break;

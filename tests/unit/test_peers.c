@@ -62,6 +62,46 @@ static void t_hold(void)
 	h_free(&h);
 }
 
+/* A peer's life that says BYE (emp_goodbye: at its endpoint's close or its
+ * process's exit) gives up its slot at once instead of after
+ * EMP_PEER_IDLE_NS of quiet: with the table full of released peers a
+ * newcomer is refused while they are only quiet and takes the slot of the
+ * one that said BYE; one that said BYE while still held gives its slot up at
+ * the release. (A BYE in another session is dropped: test_faults.) */
+static void t_bye(void)
+{
+	struct emp_fw_config fwc;
+	emp__fw_config_defaults(&fwc);
+	fwc.max_peers = 2;
+	struct harness h;
+	h_init(&h, 5, NULL, &fwc);
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(1)), 0);
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(2)), 0);
+	for (int i = 1; i <= 2; i++) {                     /* sessions both ways */
+		h_xfer(&h, i, 0, 3000, 3, (uint32_t)i, 50 * MS);
+		h_xfer(&h, 0, i, 3000, 3, (uint32_t)i + 10, 50 * MS);
+	}
+	emp_peer_release(h.ep[0], h_addr(1));
+	h_run(&h, NULL, NULL, 10 * MS);
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(3)), -ENOBUFS);   /* 1 only quiet, 2 held */
+	emp_goodbye(h.ep[1]);
+	emp_goodbye(h.ep[1]);                                    /* once per life */
+	emp_goodbye(h.ep[2]);
+	CHECK_EQ(h_ctr(&h, 1).byes_sent, 1);                     /* its one peer with a session */
+	h_run(&h, NULL, NULL, 10 * MS);
+	CHECK_EQ(h_ctr(&h, 0).peers_departed, 2);
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(3)), 0);          /* 1's slot, 20 ms after its last frame */
+	CHECK_EQ(h_ctr(&h, 0).peers_reclaimed, 1);
+	h_xfer(&h, 3, 0, 3000, 3, 21, 50 * MS);
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(4)), -ENOBUFS);   /* 2 said BYE but is held */
+	emp_peer_release(h.ep[0], h_addr(2));
+	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(4)), 0);
+	CHECK_EQ(h_ctr(&h, 0).peers_reclaimed, 2);
+	h_xfer(&h, 4, 0, 3000, 3, 22, 50 * MS);
+	CHECK_EQ(h_ctr(&h, 0).send_errors + h_ctr(&h, 0).recv_errors, 0);
+	h_free(&h);
+}
+
 /* Host 2 has no endpoint; a raw port speaks with its MAC from endpoint 5. */
 static void *stranger(struct harness *h)
 {
@@ -229,6 +269,7 @@ static void t_session_nonce(void)
 static const struct emp_test tests[] = {
 	{ "peers_reclaim", t_reclaim, 60 },
 	{ "peers_hold", t_hold, 30 },
+	{ "peers_bye", t_bye, 30 },
 	{ "peers_stale_allocates_nothing", t_stale_allocates_nothing, 30 },
 	{ "peers_hello_needs_hold", t_hello_needs_hold, 30 },
 	{ "peers_hello_before_hold", t_hello_before_hold, 30 },

@@ -30,7 +30,7 @@ def main():
         "hello": eth + common(1, 9, 3) + struct.pack(">II", 1500, 0),
         "truncated": eth + common(1, 9, 1)[:20],
         "version": eth + common(1, 9, 1, version=9) + data(0, 10, 1, 1460) + b"x" * 10,
-        "type": eth + common(1, 9, 7) + b"\0" * 16,
+        "type": eth + common(1, 9, 0) + b"\0" * 16,   # 0: no frame type (7 is BYE)
         # frame index beyond the message, and a frame shorter than its payload share
         "index": eth + common(1, 9, 1) + data(5, 10, 1, 1460) + b"x" * 10,
         "length": eth + common(1, 9, 1) + data(0, 100000, 1, 1460),
