@@ -54,6 +54,39 @@ static __thread uint64_t spin_budget;               /* adaptive spin, ns; 0: not
 static uint64_t crowd_at;
 static int crowd_now, full_now, ncpu;
 
+/* /proc/loadavg stays open (one pread per look instead of open, read and
+ * close), at a number above the program's (emp__sys_fd_high). The program
+ * may still close that number and reuse it: a read that fails or does not
+ * parse gives the number up (it is the program's now) and the next look
+ * opens the file again; a fresh one that does not parse ends the looks
+ * (not crowded from then on, as when the file cannot be read at all). */
+static int la_fd = -1, la_dead;
+
+static int loadavg_read(char *b, size_t len)
+{
+	for (int fresh = 0; fresh < 2 && !la_dead; fresh++) {
+		int fd = __atomic_load_n(&la_fd, __ATOMIC_RELAXED);
+		if (fd < 0) {
+			fd = emp__sys_fd_high((int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC));
+			if (fd < 0)
+				return 0;       /* out of fds for now: again at the next look */
+			fresh = 1;
+			__atomic_store_n(&la_fd, fd, __ATOMIC_RELAXED);
+		}
+		ssize_t n = syscall(SYS_pread64, fd, b, len - 1, 0);
+		b[n > 0 ? n : 0] = 0;
+		int running, total;
+		if (n > 0 && sscanf(b, "%*f %*f %*f %d/%d", &running, &total) == 2)
+			return 1;
+		__atomic_store_n(&la_fd, -1, __ATOMIC_RELAXED);
+		if (fresh) {                    /* ours, just opened: unreadable here */
+			emp__sys_close(fd);
+			la_dead = 1;
+		}
+	}
+	return 0;
+}
+
 static void crowd_look(void)
 {
 	uint64_t now = emp_now_ns();           /* real time, also under a virtual clock */
@@ -65,17 +98,10 @@ static void crowd_look(void)
 		ncpu = n > 0 && n < 1 << 20 ? (int)n : 1;
 	}
 	char b[128];
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC), c = 0, f = 0;
-	if (fd >= 0) {
-		ssize_t n = emp__sys_read(fd, b, sizeof b - 1);
-		emp__sys_close(fd);
-		b[n > 0 ? n : 0] = 0;
-		int running = 0, total = 0;
-		double l1, l5, l15;
-		if (n > 0 && sscanf(b, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5) {
-			c = running > ncpu + 1;   /* one more than the CPUs: the peer a spinner waits for */
-			f = running > ncpu;
-		}
+	int c = 0, f = 0, running = 0, total = 0;
+	if (loadavg_read(b, sizeof b) && sscanf(b, "%*f %*f %*f %d/%d", &running, &total) == 2) {
+		c = running > ncpu + 1;   /* one more than the CPUs: the peer a spinner waits for */
+		f = running > ncpu;
 	}
 	__atomic_store_n(&crowd_now, c, __ATOMIC_RELAXED);
 	__atomic_store_n(&full_now, f, __ATOMIC_RELAXED);

@@ -1,5 +1,6 @@
 /* test_libemp.c: the host API with real threads and real time: progress thread, wait/wait-any/timeouts, hooks, open errors. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -471,6 +472,59 @@ static void t_wait_crowded(void)
 	pair_close(&p);
 }
 
+/* the fds open on /proc/loadavg: how many, and the last one in *fd */
+static int loadavg_fds(int *fd)
+{
+	int n = 0;
+	*fd = -1;
+	for (int i = 0; i < 1024; i++) {
+		char p[64], l[64];
+		snprintf(p, sizeof p, "/proc/self/fd/%d", i);
+		ssize_t k = readlink(p, l, sizeof l - 1);
+		if (k > 0) {
+			l[k] = 0;
+			if (!strcmp(l, "/proc/loadavg")) {
+				n++;
+				*fd = i;
+			}
+		}
+	}
+	return n;
+}
+
+/* The crowd looks (wait.c) keep /proc/loadavg open above the program's
+ * numbers and read it again, one fd for all looks; a program that closes
+ * that number and reuses it keeps its file untouched: the next look gives
+ * the number up and opens the file again. */
+static void t_loadavg_fd(void)
+{
+	int a, b;
+	usleep(11000);                    /* looks are at most every 10 ms */
+	emp__crowded();
+	CHECK_EQ(loadavg_fds(&a), 1);
+	CHECK(a >= 256);
+	for (int i = 0; i < 3; i++) {
+		usleep(11000);
+		emp__crowded();
+		CHECK_EQ(loadavg_fds(&b), 1);
+		CHECK_EQ(b, a);
+	}
+	int pp[2];
+	CHECK_EQ(pipe(pp), 0);
+	CHECK_EQ(write(pp[1], "x", 1), 1);
+	CHECK_EQ(dup2(pp[0], a), a);      /* the program closed it and took the number */
+	usleep(11000);
+	emp__crowded();
+	CHECK_EQ(loadavg_fds(&b), 1);
+	CHECK(b >= 0 && b != a);
+	char c = 0;
+	CHECK_EQ(read(a, &c, 1), 1);      /* the program's pipe: open, its byte still there */
+	CHECK_EQ(c, 'x');
+	close(a);
+	close(pp[0]);
+	close(pp[1]);
+}
+
 /* A spinner's yield interval (emp__yield_next): quiet yields double it up to
  * EMP__YIELD_MAX_NS; a yield that found a taker starts again at
  * EMP__YIELD_NS and, for EMP__YIELD_BUSY_NS after it, the interval grows only
@@ -499,6 +553,7 @@ static void t_yield_interval(void)
 static const struct emp_test tests[] = {
 	{ "libemp_wait_crowded", t_wait_crowded, 20 },
 	{ "libemp_yield_interval", t_yield_interval, 20 },
+	{ "libemp_loadavg_fd", t_loadavg_fd, 20 },
 	{ "libemp_wait_for_last_look", t_wait_for_last_look, 20 },
 	{ "libemp_progress_thread", t_progress_thread, 20 },
 	{ "libemp_progress_engine_held", t_progress_engine_held, 20 },
