@@ -79,6 +79,10 @@ struct afp {
 	unsigned ptail, phead, pfill;     /* released < returned < filled (free-running) */
 	uint64_t rx_seen;       /* frames read before the ring: the build starts at ring_after */
 	uint64_t ring_after;
+	int sockmode;           /* EMP_AFP_RX=socket: no rx ring ever (frames copied out by the reader's CPU) */
+	uint64_t last_look;     /* sockmode: the last recvmmsg on fd (rx_pending: looks at most every look_ns) */
+	uint64_t look_ns;
+	int drained;            /* sockmode: that look took fewer frames than it asked for */
 	uint64_t t_open_ns;     /* a process alive past RING_AFTER_NS builds it too */
 	uint64_t switch_left;   /* frames the pool had no room for at the switch (retransmitted) */
 	int hgrace;             /* a grace period has passed since the ring went up */

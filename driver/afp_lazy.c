@@ -55,6 +55,8 @@
 #define POOL_OFF    2          /* the EMP header after the 14-byte MAC header is 16-aligned */
 #define RING_AFTER_DEFAULT 256
 #define RING_AFTER_NS 1000000000ull   /* or at the first frame after a second of life */
+#define LOOK_NS 8000             /* sockmode: a spinner's look at the socket at most this often */
+#define LOOK_MAX_NS 32000        /* ... and while a stream fills every look, up to this */
 
 static uint64_t mono_ns(void)
 {
@@ -97,6 +99,11 @@ int emp__afp_lazy_init(struct afp *a, int ring_now)
 		a->ring_after = v > (1ull << 62) ? (1ull << 62) : v;
 		a->t_open_ns = 0;                /* that count alone decides */
 	}
+	const char *rx = secure_getenv("EMP_AFP_RX");
+	a->sockmode = rx && !strcmp(rx, "socket");
+	if (a->sockmode && !a->ring_after)
+		a->ring_after = 1;               /* the builder then sets up the tx ring alone */
+	a->look_ns = LOOK_NS;
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	return 0;
@@ -181,6 +188,16 @@ static int pool_fill(struct afp *a, int fd)
 		}
 	}
 	int r = recvmmsg(fd, mm, k, MSG_DONTWAIT, NULL);
+	if (a->sockmode) {
+		/* a stream that fills the looks: look less often, so that each
+		 * system call brings more frames; a trickle: look as often as before */
+		__atomic_store_n(&a->last_look, mono_ns(), __ATOMIC_RELAXED);
+		a->drained = r < (int)k;
+		if (r >= 12 && a->look_ns < LOOK_MAX_NS)
+			a->look_ns *= 2;
+		else if (r <= 3)
+			a->look_ns = LOOK_NS;
+	}
 	if (r <= 0)
 		return -1;
 	unsigned w = a->pfill;
@@ -276,7 +293,10 @@ int emp__afp_lazy_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 		}
 	}
 	if (a->phead == a->pfill) {
-		if (m == AFP_RECV)
+		/* sockmode: the socket gave all it had at the last look, and that
+		 * was under look_ns ago: no system call to be told so again */
+		if (m == AFP_RECV && !(a->sockmode && a->drained &&
+				       mono_ns() - a->last_look < a->look_ns))
 			pool_fill(a, a->fd);
 		else if (m == AFP_SWITCH)
 			discard(a, a->fd);
@@ -410,6 +430,11 @@ static int attach_watched(struct afp *a, int h)
 static void *builder(void *arg)
 {
 	struct afp *a = arg;
+	if (a->sockmode) {                   /* the tx ring only: receive stays on recvmmsg */
+		if (a->want_txring && !a->stop)
+			(void)emp__afp_txring_open(a);
+		return NULL;
+	}
 	int h = emp__sys_fd_high(emp__afp_filtered_socket(a));
 	if (h < 0)
 		return NULL;                     /* stays on recvmmsg */

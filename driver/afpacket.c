@@ -455,8 +455,13 @@ static uint64_t afp_rx_dropped(void *priv)
 static int afp_rx_pending(void *priv)
 {
 	const struct afp *a = priv;
-	if (__atomic_load_n(&a->mode, __ATOMIC_ACQUIRE) != AFP_RING)
-		return 1;                /* before the ring: only a look can tell */
+	if (__atomic_load_n(&a->mode, __ATOMIC_ACQUIRE) != AFP_RING) {
+		if (!a->sockmode)
+			return 1;            /* before the ring: only a look can tell */
+		/* no ring ever: a spinner looks at most every look_ns (a system call each) */
+		return a->phead != a->pfill ||
+		       emp__afp_clock_ns(CLOCK_MONOTONIC) - __atomic_load_n(&a->last_look, __ATOMIC_RELAXED) >= a->look_ns;
+	}
 	unsigned head = __atomic_load_n(&a->head, __ATOMIC_RELAXED);
 	const struct tpacket2_hdr *h = slot((struct afp *)a, head % a->nframes);
 	return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
