@@ -193,10 +193,12 @@ static int pool_fill(struct afp *a, int fd)
 		 * system call brings more frames; a trickle: look as often as before */
 		__atomic_store_n(&a->last_look, mono_ns(), __ATOMIC_RELAXED);
 		a->drained = r < (int)k;
-		if (r >= 12 && a->look_ns < LOOK_MAX_NS)
-			a->look_ns *= 2;
+		uint64_t look = a->look_ns;
+		if (r >= 12 && look < LOOK_MAX_NS)
+			look *= 2;
 		else if (r <= 3)
-			a->look_ns = LOOK_NS;
+			look = LOOK_NS;
+		__atomic_store_n(&a->look_ns, look, __ATOMIC_RELAXED);   /* rx_pending reads it unlocked */
 	}
 	if (r <= 0)
 		return -1;

@@ -458,9 +458,11 @@ static int afp_rx_pending(void *priv)
 	if (__atomic_load_n(&a->mode, __ATOMIC_ACQUIRE) != AFP_RING) {
 		if (!a->sockmode)
 			return 1;            /* before the ring: only a look can tell */
-		/* no ring ever: a spinner looks at most every look_ns (a system call each) */
-		return a->phead != a->pfill ||
-		       emp__afp_clock_ns(CLOCK_MONOTONIC) - __atomic_load_n(&a->last_look, __ATOMIC_RELAXED) >= a->look_ns;
+		/* no ring ever: a spinner looks at most every look_ns (a system call
+		 * each); read without the pool's lock, a hint like the ring's status */
+		return __atomic_load_n(&a->phead, __ATOMIC_RELAXED) != __atomic_load_n(&a->pfill, __ATOMIC_RELAXED) ||
+		       emp__afp_clock_ns(CLOCK_MONOTONIC) - __atomic_load_n(&a->last_look, __ATOMIC_RELAXED) >=
+			       __atomic_load_n(&a->look_ns, __ATOMIC_RELAXED);
 	}
 	unsigned head = __atomic_load_n(&a->head, __ATOMIC_RELAXED);
 	const struct tpacket2_hdr *h = slot((struct afp *)a, head % a->nframes);
