@@ -21,7 +21,14 @@ at_most() { [ "$2" -le "$3" ] || fail "$1: $2 > $3"; echo "ok: $1 ($2 <= $3)"; }
 # EMP, what a server refused) at the end of the output, where the runner's
 # tail shows them, and the temp dir kept beside the runner's log
 sock_exit() {
-	local rc=$? keep=$ROOT/build/ns-logs/$(basename "$0" .sh).keep
+	local rc=$? keep=$ROOT/build/ns-logs/$(basename "$0" .sh).keep p
+	if [ "$rc" != 0 ]; then   # what the programs still running were doing (a hang shows as futex waits)
+		for p in "${PIDS[@]:-}"; do
+			[ -n "$p" ] && [ -d "/proc/$p/task" ] || continue
+			echo "pid $p $(cat "/proc/$p/comm" 2>/dev/null), its threads' waits: $(for t in /proc/"$p"/task/*; do
+				echo "$(cat "$t/wchan" 2>/dev/null)"; done | sort | uniq -c | tr -s ' \n' ' ')" >&2
+		done
+	fi
 	cleanup
 	[ "$rc" = 0 ] && rm -rf "$keep"
 	if [ "$rc" != 0 ] && [ -d "$T" ]; then
