@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_neg_churn: 3,000 short-lived client processes (8 lanes of 375, one after the other in each) against one long-lived preloaded server, all under emp-run --strict: every one echoes intact over EMP; the server's engine reclaims the peers of the clients that are gone (more clients than its 1024-peer table, faster than 512 a second, the most it took while a peer had to be quiet 2 s: each client's exit says BYE, and the server takes it) and its memory stays flat. CHURN_PROCS resizes it (the benchmark runs 10,000).
+# t_neg_churn: 3,000 short-lived client processes (8 lanes of 375, one after the other in each; 8 x 40 more first, to warm up) against one long-lived preloaded server, all under emp-run --strict: every one echoes intact over EMP; the server's engine reclaims the peers of the clients that are gone (more clients than its 1024-peer table, faster than 512 a second, the most it took while a peer had to be quiet 2 s: each client's exit says BYE, and the server takes it) and its memory stays flat. CHURN_PROCS resizes it (the benchmark runs 10,000).
 # timeout: 120
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -14,7 +14,11 @@ rss() { awk '/^VmRSS/ { print $2 }' "/proc/$spid/status"; }
 lane() { # lane LOG COUNT
 	on 1 bash -c "for i in \$(seq $2); do '$ER' --strict '$CONNT' client 10.77.0.2 7320 1 1000 || echo FAILED; done" > "$1" 2>&1
 }
-lane "$T/warm.log" 100                # the allocator and tables reach their working size
+# the allocator and tables reach their working size, at the run's concurrency
+# (one lane of 100 left 8 lanes 4-10 MB to grow into)
+wp=()
+for l in $(seq $LANES); do lane "$T/warm$l.log" 40 & wp+=($!); done
+for p in "${wp[@]}"; do wait "$p"; done
 r0=$(rss)
 pids=()
 for l in $(seq $LANES); do lane "$T/lane$l.log" "$per" & pids+=($!); done
