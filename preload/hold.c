@@ -79,19 +79,14 @@ static void post_locked(struct es_sock *s)
 	es__sock_put(s);
 }
 
-static void post_one(struct es_sock *s)
-{
-	es__sock_lock(s);
-	post_locked(s);
-}
-
-/* take h's entries whose sockets are free now, locked (h->mu held by the
- * caller); the others stay listed: their thread is inside them */
-static int take_free(struct held *h, struct es_sock **out)
+/* take h's entries (h->mu held by the caller); with busy_skip only those
+ * whose sockets are free now, returned locked: the others stay listed, their
+ * thread is inside them */
+static int take(struct held *h, struct es_sock **out, int busy_skip)
 {
 	int n = 0, k = 0;
 	for (int i = 0; i < h->n; i++) {
-		if (!pthread_mutex_trylock(&h->s[i]->lock))
+		if (!busy_skip || !pthread_mutex_trylock(&h->s[i]->lock))
 			out[n++] = h->s[i];
 		else
 			h->s[k++] = h->s[i];
@@ -103,22 +98,14 @@ static int take_free(struct held *h, struct es_sock **out)
 	return n;
 }
 
-/* take h's entries (h->mu held by the caller) */
-static int take(struct held *h, struct es_sock **out)
+/* post what take gave (locked: already holding their locks) */
+static void post_all(struct es_sock **v, int n, int locked)
 {
-	int n = h->n;
-	for (int i = 0; i < n; i++)
-		out[i] = h->s[i];
-	h->n = 0;
-	h->t0 = 0;
-	atomic_fetch_sub(&nheld, n);
-	return n;
-}
-
-static void post_all(struct es_sock **v, int n)
-{
-	for (int i = 0; i < n; i++)
-		post_one(v[i]);
+	for (int i = 0; i < n; i++) {
+		if (!locked)
+			es__sock_lock(v[i]);
+		post_locked(v[i]);
+	}
 }
 
 /* s->lock held; s's tail slot is staged with room and c->hold_tail set */
@@ -181,9 +168,9 @@ void es__held_flush(void)
 		return;
 	struct es_sock *v[HOLD_MAX];
 	pthread_mutex_lock(&h->mu);
-	int n = take(h, v);
+	int n = take(h, v, 0);
 	pthread_mutex_unlock(&h->mu);
-	post_all(v, n);
+	post_all(v, n, 0);
 }
 
 /* every thread's held slots older than min_age_ns (0: all); how many are
@@ -206,17 +193,13 @@ int es__held_flush_old(int64_t min_age_ns, int busy_skip)
 			if (!h->n || pthread_mutex_trylock(&h->mu))
 				continue;    /* busy: its owner is adding or posting it now */
 			if (h->n && now - h->t0 >= min_age_ns)
-				n = busy_skip ? take_free(h, v) : take(h, v);
+				n = take(h, v, busy_skip);
 			pthread_mutex_unlock(&h->mu);
 		}
 		pthread_mutex_unlock(&reg_mu);
 		if (!n)
 			break;
-		if (busy_skip)
-			for (int i = 0; i < n; i++)
-				post_locked(v[i]);
-		else
-			post_all(v, n);
+		post_all(v, n, busy_skip);
 	}
 	return atomic_load(&nheld);
 }
