@@ -62,29 +62,31 @@ static int crowd_now, full_now, ncpu;
  * (not crowded from then on, as when the file cannot be read at all). */
 static int la_fd = -1, la_dead;
 
-static int loadavg_read(char *b, size_t len)
+/* the running count of /proc/loadavg's fourth field ("running/total"), or -1 */
+static int loadavg_running(void)
 {
+	char b[128];
 	for (int fresh = 0; fresh < 2 && !la_dead; fresh++) {
 		int fd = __atomic_load_n(&la_fd, __ATOMIC_RELAXED);
 		if (fd < 0) {
 			fd = emp__sys_fd_high((int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC));
 			if (fd < 0)
-				return 0;       /* out of fds for now: again at the next look */
+				return -1;      /* out of fds for now: again at the next look */
 			fresh = 1;
 			__atomic_store_n(&la_fd, fd, __ATOMIC_RELAXED);
 		}
-		ssize_t n = syscall(SYS_pread64, fd, b, len - 1, 0);
+		ssize_t n = syscall(SYS_pread64, fd, b, sizeof b - 1, 0);
 		b[n > 0 ? n : 0] = 0;
 		int running, total;
 		if (n > 0 && sscanf(b, "%*f %*f %*f %d/%d", &running, &total) == 2)
-			return 1;
+			return running;
 		__atomic_store_n(&la_fd, -1, __ATOMIC_RELAXED);
 		if (fresh) {                    /* ours, just opened: unreadable here */
 			emp__sys_close(fd);
 			la_dead = 1;
 		}
 	}
-	return 0;
+	return -1;
 }
 
 static void crowd_look(void)
@@ -97,9 +99,8 @@ static void crowd_look(void)
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		ncpu = n > 0 && n < 1 << 20 ? (int)n : 1;
 	}
-	char b[128];
-	int c = 0, f = 0, running = 0, total = 0;
-	if (loadavg_read(b, sizeof b) && sscanf(b, "%*f %*f %*f %d/%d", &running, &total) == 2) {
+	int running = loadavg_running(), c = 0, f = 0;
+	if (running >= 0) {
 		c = running > ncpu + 1;   /* one more than the CPUs: the peer a spinner waits for */
 		f = running > ncpu;
 	}
