@@ -24,7 +24,13 @@ sock_exit() {
 	local rc=$? keep=$ROOT/build/ns-logs/$(basename "$0" .sh).keep p
 	if [ "$rc" != 0 ]; then   # what the programs still running were doing (a hang shows as futex waits)
 		for p in "${PIDS[@]:-}"; do
-			[ -n "$p" ] && [ -d "/proc/$p/task" ] || continue
+			[ -n "$p" ] || continue
+			if ! [ -d "/proc/$p/task" ]; then   # gone: how (a status over 128 is a signal)
+				local st=0
+				wait "$p" 2>/dev/null || st=$?
+				echo "pid $p exited, status $st$([ "$st" -gt 128 ] && echo " (signal $((st - 128)))")" >&2
+				continue
+			fi
 			echo "pid $p $(cat "/proc/$p/comm" 2>/dev/null), its threads' waits: $(for t in /proc/"$p"/task/*; do
 				echo "$(cat "$t/wchan" 2>/dev/null)"; done | sort | uniq -c | tr -s ' \n' ' ')" >&2
 		done
