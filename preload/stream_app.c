@@ -87,8 +87,12 @@ static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t 
 
 static int64_t deadline_of(int64_t t) { return t ? es__now_ns() + t : 0; }
 
-static void sigpipe(int flags)
+static void sigpipe(struct es_conn *c, int flags, ssize_t ret)
 {
+	es__dbg("conn %u: write after the end (%s%s%s%s): %s%s", c->lid, c->err ? "error" : "",
+		c->kdead ? " kernel connection gone" : "", c->shut_wr ? " shut down" : "",
+		c->peer_closed ? " peer closed" : "", strerror((int)-ret),
+		flags & MSG_NOSIGNAL ? "" : ", SIGPIPE");
 	if (!(flags & MSG_NOSIGNAL))
 		pthread_kill(pthread_self(), SIGPIPE);
 }
@@ -320,7 +324,7 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 			} else {
 				ret = -EPIPE;
 			}
-			sigpipe(flags);
+			sigpipe(c, flags, ret);
 			goto out;
 		}
 		while (sent < total && es__can_stage(c)) {

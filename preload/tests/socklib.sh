@@ -29,6 +29,7 @@ sock_exit() {
 				local st=0
 				wait "$p" 2>/dev/null || st=$?
 				echo "pid $p exited, status $st$([ "$st" -gt 128 ] && echo " (signal $((st - 128)))")" >&2
+				[ -n "${BGLOG[$p]:-}" ] && tail -n 4 "${BGLOG[$p]}" 2>/dev/null | sed "s|^|  $(basename "${BGLOG[$p]}"): |" >&2
 				continue
 			fi
 			echo "pid $p $(cat "/proc/$p/comm" 2>/dev/null), its threads' waits: $(for t in /proc/"$p"/task/*; do

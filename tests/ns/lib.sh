@@ -7,6 +7,7 @@ export EMP_CLUSTER_DIR=${EMP_CLUSTER_DIR:-/tmp/emp-cluster-$PREFIX}
 export EMP_CONF=$EMP_CLUSTER_DIR/emp.conf
 BIN=$ROOT/build/bin
 PIDS=()
+BGLOG=()   # pid -> its log (bg)
 
 cleanup() {
 	local p left=0
@@ -23,7 +24,7 @@ cluster_loss() { bash "$ROOT/scripts/cluster" loss "$1" --prefix "$PREFIX" >/dev
 # on N CMD...: run CMD in host N's namespace
 on() { local h=$1; shift; ip netns exec "${PREFIX}${h}" "$@"; }
 # bg N LOG CMD...: run in the background on host N, output to LOG
-bg() { local h=$1 log=$2; shift 2; ip netns exec "${PREFIX}${h}" "$@" >"$log" 2>&1 & PIDS+=($!); }
+bg() { local h=$1 log=$2; shift 2; ip netns exec "${PREFIX}${h}" "$@" >"$log" 2>&1 & PIDS+=($!); BGLOG[$!]=$log; }
 # emp_rx N: EtherType 0x88b5 frames that arrived at host N so far
 emp_rx() { on "$1" nft list counter netdev emp emp_rx | awk '/packets/ { print $2 }'; }
 emp_rx_bytes() { on "$1" nft list counter netdev emp emp_rx | awk '/packets/ { print $4 }'; }

@@ -7,7 +7,7 @@ CONNT=$ROOT/build/tests/sock/connt
 N=${CHURN_PROCS:-3000}
 LANES=8
 per=$(( N / LANES ))
-bg 2 "$T/server.log" "$ER" --strict "$CONNT" server 7320
+bg 2 "$T/server.log" env EMP_SOCK_DEBUG=1 "$ER" --strict "$CONNT" server 7320   # its last events, should it die
 spid=${PIDS[-1]}
 wait_port 2 7320
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$spid/status"; }

@@ -8,7 +8,7 @@ PROGS=$ROOT/tests/ns/progs
 NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
 PY=/usr/bin/python3
 chmod 755 "$T"
-bg 2 "$T/server.log" "$ER" --strict "$CONNT" server 7300
+bg 2 "$T/server.log" env EMP_SOCK_DEBUG=1 "$ER" --strict "$CONNT" server 7300   # its last events, should it die
 wait_port 2 7300
 # the side channel's traffic on the client host, for the replays
 bg 1 "$T/cap.log" "$PY" "$PROGS/negcap.py" eth0 "$T/cap" 20
