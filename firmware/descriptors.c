@@ -233,3 +233,85 @@ int emp__fw_mailbox(struct emp_fw *fw, uint64_t now)
 		emp__tx_flush(fw);
 	return fw->completed - before;
 }
+
+/* bytes [0, lim) at the same offsets of two layouts of one buffer space:
+ * copied from a to b wherever they are kept in different places */
+static void sg_move(const struct emp_sg *a, unsigned na, const struct emp_sg *b, unsigned nb, uint64_t lim)
+{
+	unsigned ia = 0, ib = 0;
+	uint64_t oa = 0, ob = 0;
+	while (ia < na && ib < nb && lim) {
+		uint64_t ka = a[ia].len - oa, kb = b[ib].len - ob, k = ka < kb ? ka : kb;
+		if (k > lim)
+			k = lim;
+		lim -= k;
+		uint8_t *pa = (uint8_t *)a[ia].base + oa, *pb = (uint8_t *)b[ib].base + ob;
+		if (k && pa != pb)
+			memmove(pb, pa, k);
+		oa += k;
+		ob += k;
+		if (oa == a[ia].len) {
+			ia++;
+			oa = 0;
+		}
+		if (ob == b[ib].len) {
+			ib++;
+			ob = 0;
+		}
+	}
+}
+
+/* how far into receive idx's buffers a message arriving there has reached:
+ * its frames [0, cum) and those the bitmap holds beyond */
+static uint64_t placed_end(const struct emp_fw *fw, uint32_t idx)
+{
+	const struct rec *x = &fw->rec[idx];
+	uint64_t hi = x->cum + (x->sack ? 64u - (unsigned)__builtin_clzll(x->sack) : 0u);
+	uint64_t end = hi * x->frag;
+	return end < x->len ? end : x->len;
+}
+
+int emp__fw_recv_resg(struct emp_fw *fw, uint32_t idx, const struct emp_sg *sg, uint16_t nsg)
+{
+	if (idx >= fw->cfg.ndesc || (nsg && !sg))
+		return -EMP_EINVAL;
+	struct emp_desc *d = &fw->desc[idx];
+	const struct rec *x = &fw->rec[idx];
+	/* in the mailbox (REC_FREE), posted, or with a message arriving (what
+	 * reached the old buffers is moved first) */
+	if (d->op != EMP_OP_RECV || __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_POSTED ||
+	    (x->kind != REC_FREE && x->kind != REC_RECV_POSTED && x->kind != REC_RECV_ACTIVE))
+		return -EMP_EBUSY;
+	uint64_t len = 0;
+	for (unsigned i = 0; i < nsg; i++) {
+		if (!sg[i].base && sg[i].len)
+			return -EMP_EINVAL;
+		len += sg[i].len;
+	}
+	if (len != d->len)
+		return -EMP_EINVAL;
+	if (x->kind == REC_RECV_ACTIVE)
+		sg_move(d->sg, d->nsg, sg, nsg, placed_end(fw, idx));
+	d->sg = sg;
+	d->nsg = nsg;
+	return 0;
+}
+
+int emp__fw_recv_unlend(struct emp_fw *fw, uint32_t idx, const struct emp_sg *own, uint16_t nown)
+{
+	if (idx >= fw->cfg.ndesc)
+		return 0;
+	struct emp_desc *d = &fw->desc[idx];
+	uint32_t st = __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE);
+	int r = 0;
+	if (st == EMP_DS_POSTED && fw->rec[idx].kind == REC_RECV_ACTIVE) {
+		sg_move(d->sg, d->nsg, own, nown, placed_end(fw, idx));   /* the rest follows it there */
+		r = 1;
+	} else if ((st == EMP_DS_DONE || st == EMP_DS_HOST) && d->result >= 0) {
+		fw->ctr.rx_direct++;
+		r = 2;
+	}
+	d->sg = own;
+	d->nsg = nown;
+	return r;
+}

@@ -10,6 +10,7 @@ struct emp_driver_ops;
 
 /* Errors the engine reports in descriptor results (Linux errno values;
  * firmware/ includes no OS header, libemp checks them against errno.h). */
+#define EMP_EBUSY         16
 #define EMP_EINVAL        22
 #define EMP_EMSGSIZE      90
 #define EMP_ECONNRESET   104
@@ -50,6 +51,7 @@ struct emp_desc {
 	struct emp_sg sg_inline[EMP_DESC_INLINE_SG];
 	void *user;               /* host's own pointer, engine ignores */
 	uint64_t cap;             /* host only: the length given at init (emp_start_len) */
+	uint16_t nsg_own;         /* host only: nsg while the buffers are lent out (emp_recv_redirect) */
 	/* ownership: written by host (-> POSTED) and engine (-> DONE) */
 	uint32_t stat;
 	/* written by engine before stat = DONE */
@@ -154,6 +156,7 @@ struct emp_counters {
 	uint64_t rx_gathers;         /* waits that let a multi-frame message's frames gather (gather.c) */
 	uint64_t byes_sent;          /* BYEs sent at the endpoint's close, one per peer with a session */
 	uint64_t peers_departed;     /* BYEs taken: peers whose life ended (their slot free once unheld) */
+	uint64_t rx_direct;          /* messages that arrived straight into a waiting reader's buffers (emp_recv_redirect) */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
 	uint64_t drops_total;
@@ -239,6 +242,15 @@ void emp__fw_bye(struct emp_fw *fw);
 void emp__fw_set_hello_needs_hold(struct emp_fw *fw, int on);
 
 uint32_t emp__crc32c(uint32_t crc, const void *p, uint64_t len);
+/* A posted receive's buffers (same total length), also while a message is
+ * arriving (what reached the old ones is moved over): 0, -EMP_EBUSY once it
+ * completed. */
+int emp__fw_recv_resg(struct emp_fw *fw, uint32_t idx, const struct emp_sg *sg, uint16_t nsg);
+/* Receive idx gets its own buffers back (own, nown) after emp__fw_recv_resg:
+ * 2 if a message completed into the lent ones (counted: rx_direct), 1 if one
+ * is arriving (what reached the lent buffers is copied over first), 0 if
+ * none came. */
+int emp__fw_recv_unlend(struct emp_fw *fw, uint32_t idx, const struct emp_sg *own, uint16_t nown);
 
 /* SipHash-2-4 with a 64-bit result (siphash.c): one-shot and incremental. */
 struct emp_sip { uint64_t v[4]; uint64_t total; uint8_t buf[8]; unsigned nbuf; };

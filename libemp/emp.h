@@ -108,6 +108,17 @@ int emp_start_len(emp_endpoint_t *ep, emp_req_t *req, size_t len);
 /* The same length, set without starting (several then go with one
  * emp_start_many, one look at the engine); -EBUSY while it is in flight. */
 int emp_req_set_len(emp_endpoint_t *ep, emp_req_t *req, size_t len);
+/* A posted receive's buffers lent out (a reader that waits with its own
+ * buffer: a message lands there, one copy instead of two; what of it has
+ * arrived already is moved over). sg, the same total length, must stay valid until
+ * emp_recv_restore (libemp hands the vectors to the engine as they are). 0, -EBUSY (a message
+ * completed in it: the receive keeps its buffers), -EINVAL. */
+int emp_recv_redirect(emp_endpoint_t *ep, emp_req_t *req, const struct iovec *iov, int iovcnt);
+/* The receive's own buffers back: 2 if a message completed into the lent
+ * ones (it stays there; counter rx_direct), 1 if one was arriving (what
+ * reached the lent buffers is copied to the receive's own, the rest follows
+ * there), 0 if none came or nothing was lent. */
+int emp_recv_restore(emp_endpoint_t *ep, emp_req_t *req);
 int emp_req_free(emp_endpoint_t *ep, emp_req_t *req);
 void emp_req_set_user(emp_req_t *req, void *user);
 void *emp_req_user(emp_req_t *req);

@@ -1,5 +1,6 @@
 /* request.c: posting sends and receives through the mailbox, test/wait/wait-any, cancel, persistent requests. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -337,4 +338,45 @@ int emp_cancel(emp_endpoint_t *ep, emp_req_t *d)
 	if (done(d) && d->result == -ECANCELED)
 		return 0;
 	return -EBUSY;
+}
+
+/* the request's own buffers (fill: inline, or the array it allocated) */
+static const struct emp_sg *own_sg(struct emp_endpoint *ep, emp_req_t *d)
+{
+	uint32_t i = idx_of(ep, d);
+	return ep->ext_sg[i] ? ep->ext_sg[i] : d->sg_inline;
+}
+
+/* the caller's vectors go to the engine as they are: the same layout */
+_Static_assert(sizeof(struct iovec) == sizeof(struct emp_sg) &&
+	       offsetof(struct iovec, iov_base) == offsetof(struct emp_sg, base) &&
+	       offsetof(struct iovec, iov_len) == offsetof(struct emp_sg, len) &&
+	       sizeof(((struct iovec *)0)->iov_len) == sizeof(((struct emp_sg *)0)->len), "iovec as emp_sg");
+
+int emp_recv_redirect(emp_endpoint_t *ep, emp_req_t *d, const struct iovec *iov, int iovcnt)
+{
+	const struct emp_sg *sg = (const struct emp_sg *)(const void *)iov;
+	unsigned nsg = iovcnt > 0 ? (unsigned)iovcnt : 0;
+	if (!valid_req(ep, d) || !sg || !nsg || nsg > 0xffff || d->op != EMP_OP_RECV || d->sg != own_sg(ep, d))
+		return -EINVAL;
+	pthread_mutex_lock(&ep->eng_lock);
+	uint16_t own = d->nsg;
+	int r = emp__fw_recv_resg(ep->fw, idx_of(ep, d), sg, (uint16_t)nsg);
+	if (r == 0)
+		d->nsg_own = own;
+	pthread_mutex_unlock(&ep->eng_lock);
+	return r == 0 ? 0 : r == -EMP_EBUSY ? -EBUSY : -EINVAL;
+}
+
+int emp_recv_restore(emp_endpoint_t *ep, emp_req_t *d)
+{
+	if (!valid_req(ep, d))
+		return -EINVAL;
+	const struct emp_sg *own = own_sg(ep, d);
+	if (d->sg == own)
+		return 0;
+	pthread_mutex_lock(&ep->eng_lock);
+	int r = emp__fw_recv_unlend(ep->fw, idx_of(ep, d), own, d->nsg_own);
+	pthread_mutex_unlock(&ep->eng_lock);
+	return r;
 }

@@ -15,6 +15,8 @@ enum { CT_CREDIT = 1, CT_HELLO = 2, CT_CLOSE = 3, CT_BYE = 4 };
  * receiver drops (and counts) whatever does not carry them. */
 #define ES_SKIP 0xffffffffu              /* roff of a receive slot that held a forged message */
 #define ES_KIND_CONN 3                   /* what a request's user pointer names */
+#define ES_LEND_SG 8                     /* a lent receive: the slot's header, up to 6 of the reader's vectors, the slot's rest */
+#define ES_LEND_MIN 2048                 /* a reader asking for less copies from the slot (a small read may not take a whole message) */
 
 struct es_conn {
 	int kind;                        /* ES_KIND_CONN */
@@ -40,6 +42,13 @@ struct es_conn {
 	size_t rbytes;
 	unsigned to_return;
 	int rfin;
+	/* a reader waiting with nothing to read lends slot rd_q its buffers
+	 * (stream_app.c): a message that arrives meanwhile lands there, one copy
+	 * instead of two; reap_data counts its first rd_got bytes as read */
+	int rd_active, rd_done;
+	uint64_t rd_q;
+	uint32_t rd_len, rd_got;
+	struct iovec rd_sg[ES_LEND_SG];
 	emp_req_t *creq[NCTRL];
 	uint8_t cbuf[NCTRL][CTRL_SZ];
 	emp_req_t *csend;                /* persistent, made with the send slots */
@@ -151,6 +160,7 @@ extern struct es_bufstats es__bufstats;
 void *es__ring_get(size_t size);
 void es__ring_put(void *p);
 void es__retire_head(struct es_conn *c);
+void es__unlend(struct es_conn *c);
 int es__can_stage(struct es_conn *c);
 void es__flush(struct es_conn *c);
 

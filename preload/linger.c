@@ -80,6 +80,8 @@ static int exiting;
 static void teardown_locked(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
+	es__unlend(c);               /* a reader's buffers never outlive its call */
+	c->rd_active = 0;
 	/* no completion hook may find c from here on: its requests stop naming
 	 * it, and a hook that read one before finishes first */
 	for (unsigned i = 0; c->rreq && i < c->rx_slots; i++)

@@ -85,6 +85,61 @@ static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t 
 	return n;
 }
 
+/* Lend the next receive slot the caller's buffers for a wait with nothing
+ * to read: a message that completes meanwhile lands in them (its header in
+ * the slot; what of it had arrived is moved over), one copy instead of two
+ * (the ring's frame straight to the caller). Not for a read shorter than
+ * ES_LEND_MIN. Lock held. 1 if lent. */
+static int lend(struct es_conn *c, const struct iovec *iov, int iovcnt, size_t want)
+{
+	if (c->rd_active || c->rd_done || !c->data_posted || c->rbytes || c->rx_read != c->rx_done ||
+	    want < ES_LEND_MIN || c->err || c->rfin || c->closing || c->shut_rd)
+		return 0;
+	uint64_t q = c->rx_done;
+	uint8_t *b = rslot(c, q);
+	unsigned n = 0;
+	size_t room = c->rx_slot_sz, ulen = 0;
+	c->rd_sg[n++] = (struct iovec){ b, ES_HDR };
+	for (int i = 0; i < iovcnt && n < ES_LEND_SG - 1 && ulen < room; i++) {
+		size_t k = iov[i].iov_len < room - ulen ? iov[i].iov_len : room - ulen;
+		if (k)
+			c->rd_sg[n++] = (struct iovec){ iov[i].iov_base, k };
+		ulen += k;
+	}
+	if (ulen < room)
+		c->rd_sg[n++] = (struct iovec){ b + ES_HDR + ulen, room - ulen };
+	if (emp_recv_redirect(c->ep, c->rreq[q % c->rx_slots], c->rd_sg, (int)n) < 0)
+		return 0;
+	c->rd_active = 1;
+	c->rd_q = q;
+	c->rd_len = (uint32_t)ulen;
+	c->rd_got = 0;
+	return 1;
+}
+
+/* After the wait: the slot's own buffers back, and how many bytes landed in
+ * the caller's (read now). Lock held. */
+static size_t take_back(struct es_sock *s)
+{
+	struct es_conn *c = s->c;
+	if (c->rd_active) {
+		es__unlend(c);
+		es__process(s);      /* a completion into the caller's buffers is counted as such */
+		c->rd_active = 0;
+	}
+	if (!c->rd_done)
+		return 0;
+	size_t got = c->rd_got;
+	c->rd_done = 0;
+	c->rd_got = 0;
+	unsigned i = c->rd_q % c->rx_slots;
+	if (got && c->rx_read == c->rd_q && c->rd_q < c->rx_done && c->roff[i] == c->rlen[i]) {
+		es__retire_head(c);
+		es__flush(c);        /* credits go back as after any read */
+	}
+	return got;
+}
+
 static int64_t deadline_of(int64_t t) { return t ? es__now_ns() + t : 0; }
 
 static void sigpipe(struct es_conn *c, int flags, ssize_t ret)
@@ -166,7 +221,10 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 			ret = -EAGAIN;
 			goto out;
 		}
+		int lent = !got && !(flags & MSG_PEEK) && lend(c, iov, iovcnt, want);
 		int w = wait_on(s, dl);
+		if (lent && (got = take_back(s)) > 0 && (!(flags & MSG_WAITALL) || got == want))
+			break;
 		if (w <= 0 && !c->rbytes) {
 			if (got)
 				break;

@@ -56,6 +56,16 @@ uint32_t es__conn_lid(struct es_sock *s) { return s->c ? s->c->lid : 0; }
 
 /* credits the peer returns: never more than the buffers it announced (a
  * larger count is a broken or hostile peer: it gets what it has, no more) */
+/* Slot rd_q's own buffers back (the lock held); its message, if it completed
+ * into the reader's, stays there (reap_data then counts it read) */
+void es__unlend(struct es_conn *c)
+{
+	if (!c->rd_active)
+		return;
+	if (emp_recv_restore(c->ep, c->rreq[c->rd_q % c->rx_slots]) != 2)
+		c->rd_active = 0;    /* from here it lands in the slot */
+}
+
 static void add_credits(struct es_conn *c, uint32_t n)
 {
 	uint64_t t = (uint64_t)c->credits + n;
@@ -174,6 +184,10 @@ void es__log_once_nobufs(void)
 void es__retire_head(struct es_conn *c)
 {
 	unsigned i = c->rx_read % c->rx_slots;
+	if (c->rd_active && c->rx_read == c->rd_q) {
+		es__unlend(c);      /* its own buffers before it is posted again */
+		c->rd_active = 0;
+	}
 	if (c->roff[i] != ES_SKIP)       /* a forged message took no credit of the peer's */
 		c->to_return++;
 	c->roff[i] = 0;
@@ -340,6 +354,8 @@ static int reap_data(struct es_conn *c)
 			c->forged++;
 			c->rlen[i] = 0;
 			c->roff[i] = ES_SKIP;
+			if (c->rd_active && c->rx_done == c->rd_q)
+				c->rd_done = 1;      /* nothing for the reader */
 			c->rx_done++;
 			es__dbg("conn %u: message without its key dropped (%u so far)", c->lid, c->forged);
 			continue;
@@ -347,7 +363,13 @@ static int reap_data(struct es_conn *c)
 		add_credits(c, cr);
 		c->rlen[i] = (uint32_t)(st.result - ES_HDR);
 		c->roff[i] = 0;
-		c->rbytes += c->rlen[i];
+		if (c->rd_active && c->rx_done == c->rd_q) {
+			/* it landed in a waiting reader's buffers: read already */
+			c->rd_got = c->rlen[i] < c->rd_len ? c->rlen[i] : c->rd_len;
+			c->rd_done = 1;
+			c->roff[i] = c->rd_got;
+		}
+		c->rbytes += c->rlen[i] - c->roff[i];
 		if (fl & ES_CLOSE) {
 			c->peer_closed = 1;
 			c->fin_want = 1;
