@@ -48,6 +48,7 @@ struct es_conn {
 	int rd_active, rd_done;
 	uint64_t rd_q;
 	uint32_t rd_len, rd_got;
+	uint32_t last_rlen;              /* the last data message's length: a reader lends only after a long one */
 	struct iovec rd_sg[ES_LEND_SG];
 	emp_req_t *creq[NCTRL];
 	uint8_t cbuf[NCTRL][CTRL_SZ];
@@ -160,7 +161,7 @@ extern struct es_bufstats es__bufstats;
 void *es__ring_get(size_t size);
 void es__ring_put(void *p);
 void es__retire_head(struct es_conn *c);
-void es__unlend(struct es_conn *c);
+int es__unlend(struct es_conn *c);
 int es__can_stage(struct es_conn *c);
 void es__flush(struct es_conn *c);
 

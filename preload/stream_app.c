@@ -89,12 +89,12 @@ static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t 
  * to read: a message that completes meanwhile lands in them (its header in
  * the slot; what of it had arrived is moved over), one copy instead of two
  * (the ring's frame straight to the caller). Not for a read shorter than
- * ES_LEND_MIN. Lock held. 1 if lent. */
+ * ES_LEND_MIN, nor after a message that short. Lock held. 1 if lent. */
 static int lend(struct es_conn *c, const struct iovec *iov, int iovcnt, size_t want)
 {
 	if (c->rd_active || c->rd_done || !c->data_posted || c->rbytes || c->rx_read != c->rx_done ||
-	    want < ES_LEND_MIN || c->err || c->rfin || c->closing || c->shut_rd)
-		return 0;
+	    want < ES_LEND_MIN || c->last_rlen < ES_LEND_MIN || c->err || c->rfin || c->closing || c->shut_rd)
+		return 0;            /* short messages (a ping-pong's) cost more to lend for than to copy */
 	uint64_t q = c->rx_done;
 	uint8_t *b = rslot(c, q);
 	unsigned n = 0;
@@ -123,8 +123,8 @@ static size_t take_back(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
 	if (c->rd_active) {
-		es__unlend(c);
-		es__process(s);      /* a completion into the caller's buffers is counted as such */
+		if (es__unlend(c) == 2 && !c->rd_done)
+			es__process(s);  /* a completion into the caller's buffers is counted as such */
 		c->rd_active = 0;
 	}
 	if (!c->rd_done)

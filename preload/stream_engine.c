@@ -58,12 +58,14 @@ uint32_t es__conn_lid(struct es_sock *s) { return s->c ? s->c->lid : 0; }
  * larger count is a broken or hostile peer: it gets what it has, no more) */
 /* Slot rd_q's own buffers back (the lock held); its message, if it completed
  * into the reader's, stays there (reap_data then counts it read) */
-void es__unlend(struct es_conn *c)
+int es__unlend(struct es_conn *c)
 {
 	if (!c->rd_active)
-		return;
-	if (emp_recv_restore(c->ep, c->rreq[c->rd_q % c->rx_slots]) != 2)
+		return 0;
+	int r = emp_recv_restore(c->ep, c->rreq[c->rd_q % c->rx_slots]);
+	if (r != 2)
 		c->rd_active = 0;    /* from here it lands in the slot */
+	return r;
 }
 
 static void add_credits(struct es_conn *c, uint32_t n)
@@ -363,6 +365,7 @@ static int reap_data(struct es_conn *c)
 		add_credits(c, cr);
 		c->rlen[i] = (uint32_t)(st.result - ES_HDR);
 		c->roff[i] = 0;
+		c->last_rlen = c->rlen[i];
 		if (c->rd_active && c->rx_done == c->rd_q) {
 			/* it landed in a waiting reader's buffers: read already */
 			c->rd_got = c->rlen[i] < c->rd_len ? c->rlen[i] : c->rd_len;

@@ -168,7 +168,7 @@ static void *d_writer(void *arg)
 
 /* one read of the stream at *off in the given shape (0: one buffer of a
  * whole slot, 1: three vectors, 2: 3000 bytes, less than a message, 3:
- * MSG_WAITALL for 40000 bytes); bytes checked; 0 at end of file */
+ * MSG_WAITALL for two messages); bytes checked; 0 at end of file */
 static ssize_t d_read(struct sw *w, size_t *off, int shape)
 {
 	static uint8_t b[40000];
@@ -177,7 +177,7 @@ static ssize_t d_read(struct sw *w, size_t *off, int shape)
 		struct iovec v[3] = { { b, 5000 }, { b + 5000, 7000 }, { b + 12000, 4384 } };
 		r = readv(w->fd[1], v, 3);
 	} else {
-		r = recv(w->fd[1], b, shape == 0 ? 16384 : shape == 2 ? 3000 : 40000, shape == 3 ? MSG_WAITALL : 0);
+		r = recv(w->fd[1], b, shape == 0 ? 16384 : shape == 2 ? 3000 : 32768, shape == 3 ? MSG_WAITALL : 0);
 	}
 	CHECK_MSG(r >= 0, "read after %zu bytes: %s", *off, strerror(errno));
 	for (ssize_t k = 0; k < r; k++)
@@ -212,18 +212,24 @@ static void t_simrt_direct(void)
 		 CHECK_MSG(direct >= (shape == 3 ? 1u : 5u), "shape %d: %llu of 62 messages straight to the reader", shape,
 			  (unsigned long long)direct);
 	}
-	/* a wait that times out with the buffers lent */
+	/* a wait that times out with the buffers lent (after a long message:
+	 * a reader lends only then), then the next message */
 	struct sw w;
 	sw_open_rt(&w, NULL, 8, 16384);
 	struct timeval tv = { 0, 50000 };
 	CHECK(setsockopt(w.fd[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
 	uint8_t b[16384];
+	for (size_t k = 0; k < sizeof b; k++)
+		b[k] = sw_pat(k, 0);
+	CHECK_EQ(write(w.fd[0], b, sizeof b), (ssize_t)sizeof b);
+	size_t off = 0;
+	CHECK_EQ(d_read(&w, &off, 0), 16384);
 	CHECK_EQ(read(w.fd[1], b, sizeof b), -1);
 	CHECK_EQ(errno, EAGAIN);
 	struct dflow f = { &w, 16384, 0 };
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, d_writer, &f) == 0);
-	size_t off = 0;
+	off = 0;
 	while (d_read(&w, &off, 0) > 0)
 		;
 	pthread_join(t, NULL);
