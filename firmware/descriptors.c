@@ -150,6 +150,21 @@ static void post_send(struct emp_fw *fw, int32_t r, uint64_t now)
 		emp__peer_send_hello(fw, p, now);
 }
 
+/* the total length of n buffers into *len: 0, or -1 if one has no memory
+ * (a NULL list, or a NULL base with a length) */
+static int sg_total(const struct emp_sg *sg, unsigned n, uint64_t *len)
+{
+	*len = 0;
+	if (n && !sg)
+		return -1;
+	for (unsigned i = 0; i < n; i++) {
+		if (!sg[i].base && sg[i].len)
+			return -1;
+		*len += sg[i].len;
+	}
+	return 0;
+}
+
 static void take(struct emp_fw *fw, uint32_t idx, uint64_t now)
 {
 	if (idx >= fw->cfg.ndesc)
@@ -165,13 +180,8 @@ static void take(struct emp_fw *fw, uint32_t idx, uint64_t now)
 	}
 	memset(x, 0, sizeof(*x));
 	x->next = x->prev = x->peer = NIL;
-	uint64_t len = 0;
-	int bad = d->nsg > 0 && !d->sg;
-	for (unsigned i = 0; !bad && i < d->nsg; i++) {
-		if (!d->sg[i].base && d->sg[i].len)
-			bad = 1;
-		len += d->sg[i].len;
-	}
+	uint64_t len;
+	int bad = sg_total(d->sg, d->nsg, &len) < 0;
 	if (d->op == EMP_OP_SEND && !bad && (d->host >= fw->cfg.nhosts || d->tag == EMP_ANY_TAG))
 		bad = 1;
 	if (d->op == EMP_OP_RECV && !bad && d->host != EMP_ANY_HOST && d->host >= fw->cfg.nhosts)
@@ -273,7 +283,7 @@ static uint64_t placed_end(const struct emp_fw *fw, uint32_t idx)
 
 int emp__fw_recv_resg(struct emp_fw *fw, uint32_t idx, const struct emp_sg *sg, uint16_t nsg)
 {
-	if (idx >= fw->cfg.ndesc || (nsg && !sg))
+	if (idx >= fw->cfg.ndesc)
 		return -EMP_EINVAL;
 	struct emp_desc *d = &fw->desc[idx];
 	const struct rec *x = &fw->rec[idx];
@@ -282,13 +292,8 @@ int emp__fw_recv_resg(struct emp_fw *fw, uint32_t idx, const struct emp_sg *sg, 
 	if (d->op != EMP_OP_RECV || __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_POSTED ||
 	    (x->kind != REC_FREE && x->kind != REC_RECV_POSTED && x->kind != REC_RECV_ACTIVE))
 		return -EMP_EBUSY;
-	uint64_t len = 0;
-	for (unsigned i = 0; i < nsg; i++) {
-		if (!sg[i].base && sg[i].len)
-			return -EMP_EINVAL;
-		len += sg[i].len;
-	}
-	if (len != d->len)
+	uint64_t len;
+	if (sg_total(sg, nsg, &len) < 0 || len != d->len)
 		return -EMP_EINVAL;
 	if (x->kind == REC_RECV_ACTIVE)
 		sg_move(d->sg, d->nsg, sg, nsg, placed_end(fw, idx));

@@ -110,9 +110,10 @@ int emp_start_len(emp_endpoint_t *ep, emp_req_t *req, size_t len);
 int emp_req_set_len(emp_endpoint_t *ep, emp_req_t *req, size_t len);
 /* A posted receive's buffers lent out (a reader that waits with its own
  * buffer: a message lands there, one copy instead of two; what of it has
- * arrived already is moved over). sg, the same total length, must stay valid until
- * emp_recv_restore (libemp hands the vectors to the engine as they are). 0, -EBUSY (a message
- * completed in it: the receive keeps its buffers), -EINVAL. */
+ * arrived already is moved over). The vectors, of the same total length,
+ * go to the engine as they are and must stay valid until emp_recv_restore.
+ * 0, -EBUSY (a message completed in it: the receive keeps its buffers),
+ * -EINVAL. */
 int emp_recv_redirect(emp_endpoint_t *ep, emp_req_t *req, const struct iovec *iov, int iovcnt);
 /* The receive's own buffers back: 2 if a message completed into the lent
  * ones (it stays there; counter rx_direct), 1 if one was arriving (what

@@ -54,8 +54,6 @@ static int map_err(int64_t r)
 
 uint32_t es__conn_lid(struct es_sock *s) { return s->c ? s->c->lid : 0; }
 
-/* credits the peer returns: never more than the buffers it announced (a
- * larger count is a broken or hostile peer: it gets what it has, no more) */
 /* Slot rd_q's own buffers back (the lock held); its message, if it completed
  * into the reader's, stays there (reap_data then counts it read) */
 int es__unlend(struct es_conn *c)
@@ -68,6 +66,8 @@ int es__unlend(struct es_conn *c)
 	return r;
 }
 
+/* credits the peer returns: never more than the buffers it announced (a
+ * larger count is a broken or hostile peer: it gets what it has, no more) */
 static void add_credits(struct es_conn *c, uint32_t n)
 {
 	uint64_t t = (uint64_t)c->credits + n;
