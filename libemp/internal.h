@@ -97,6 +97,7 @@ int emp__drive_sure(struct emp_endpoint *ep);
 int emp__drive_flush(struct emp_endpoint *ep);
 /* more threads runnable than CPUs plus one (wait.c): waiters do not spin */
 int emp__crowded(void);
+extern unsigned long emp__crowd_skips;   /* waits that did not spin: crowded (tests) */
 /* emp_wait/emp_wait_any on emp_wait_for (wait.c): index of a done request or -ETIMEDOUT */
 int emp__wait_reqs(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns);
 /* the calling thread batches its posts (emp_defer) */

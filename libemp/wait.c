@@ -114,6 +114,8 @@ int emp__crowded(void)
 	return __atomic_load_n(&crowd_now, __ATOMIC_RELAXED);
 }
 
+unsigned long emp__crowd_skips;   /* waits that slept at once, the machine crowded (tests) */
+
 /* every CPU was taken at the last look (more threads runnable than CPUs):
  * a thread that became runnable may be waiting behind a spinner */
 static int cpus_full(void)
@@ -292,7 +294,13 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 	uint64_t g0 = gather_for(ep, end);
 	if (g0)
 		rc = gather(ep, w, g0, end);
-	uint64_t budget = rc == UNDECIDED && ep->spin_ns && !emp__crowded() ? spin_budget : 0;
+	uint64_t budget = 0;
+	if (rc == UNDECIDED && ep->spin_ns) {
+		if (!emp__crowded())
+			budget = spin_budget;
+		else
+			__atomic_add_fetch(&emp__crowd_skips, 1, __ATOMIC_RELAXED);
+	}
 	if (budget)
 		rc = spin(ep, w, emp__now(ep), budget, end, 0);
 	while (rc == UNDECIDED) {

@@ -709,17 +709,21 @@ static void t_sim_poll_spin_kernel(void)
 	struct pollfd f[2] = { { w.fd[0], POLLIN, 0 }, { p[0], POLLIN, 0 } };
 	CHECK_EQ(poll(f, 2, 0), 0);
 	unsigned long l0 = __atomic_load_n(&es__klooks, __ATOMIC_RELAXED);
+	unsigned long c0 = __atomic_load_n(&emp__crowd_skips, __ATOMIC_RELAXED);
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, pipe_later, &p[1]) == 0);
 	int n = poll(f, 2, 10000);
 	pthread_join(t, NULL);
 	unsigned long looks = __atomic_load_n(&es__klooks, __ATOMIC_RELAXED) - l0;
+	unsigned long skips = __atomic_load_n(&emp__crowd_skips, __ATOMIC_RELAXED) - c0;
 	CHECK_EQ(n, 1);
 	CHECK_EQ(f[0].revents, 0);
 	CHECK_EQ(f[1].revents, POLLIN);
 	/* a machine with more threads runnable than CPUs plus one does not spin
-	 * (wait.c): the sleep took the pipe, no look was made */
-	CHECK_MSG((looks >= 1 || emp__crowded()) && looks <= 100, "%lu looks in a 20 ms spin", looks);
+	 * (wait.c): the sleep took the pipe, no look was made. What the wait
+	 * decided is counted then: the machine's state at this line may differ
+	 * (it failed once beside the namespace suite, 0 looks and not crowded) */
+	CHECK_MSG((looks >= 1 || skips >= 1) && looks <= 100, "%lu looks in a 20 ms spin (%lu crowded skips)", looks, skips);
 	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
 	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
 	settle_reaping(&w);
