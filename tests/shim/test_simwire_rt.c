@@ -144,7 +144,6 @@ static void t_simrt_peer_died(void)
 	CHECK_EQ(errno, EPIPE);
 }
 
-
 /* the writer of t_simrt_direct: n messages of one slot each, then EOF */
 struct dflow { struct sw *w; size_t total; unsigned usec; };
 
@@ -209,7 +208,7 @@ static void t_simrt_direct(void)
 		pthread_join(t, NULL);
 		CHECK_EQ(off, f.total);
 		uint64_t direct = h_ctr(&w.h, 1).rx_direct;
-		 CHECK_MSG(direct >= (shape == 3 ? 1u : 5u), "shape %d: %llu of 62 messages straight to the reader", shape,
+		CHECK_MSG(direct >= (shape == 3 ? 1u : 5u), "shape %d: %llu of 62 messages straight to the reader", shape,
 			  (unsigned long long)direct);
 	}
 	/* a wait that times out with the buffers lent (after a long message:
