@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <linux/filter.h>
 #include <linux/if_packet.h>
 
 #include "driver.h"
@@ -21,6 +22,7 @@ static inline uint64_t emp__afp_clock_ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+#define AFP_BULK_POOL 64    /* bulk socket (afp_bulk.c): frames per recvmmsg, handed out over the engine's bursts */
 #define AFP_TX_BATCH 256    /* frames per sendmmsg (the engine's batch is up to 256) */
 enum { AFP_TX_MMSG, AFP_TX_RING, AFP_TX_RINGFRAGS };   /* EMP_AFP_TX: mmsg, ring, ringfrags */
 #define AFP_TXRING_DEFAULT AFP_TX_RING   /* EMP_AFP_TX unset: the tx ring (once built), linear skbs */
@@ -95,6 +97,19 @@ struct afp {
 	unsigned seen_miss;     /* hfd frames in a row not found among them */
 	uint64_t seen_dups;     /* hfd frames dropped unread because fd gave them (a test's count) */
 	uint64_t sdropped;      /* fd frames dropped unread in mode SWITCH (hfd has them; a test's count) */
+	/* the bulk receive socket (afp_bulk.c) */
+	int bulk;               /* the split is on: fd's filter leaves long messages' frames to bfd */
+	int bfd;                /* those frames, copied out by recvmmsg */
+	uint8_t *bpool;         /* AFP_BULK_POOL slots of bslot bytes: the last look's frames */
+	unsigned bslot;
+	unsigned bhead, bfill, bleft;     /* frames of the last look handed out, kept; left (a hint) */
+	uint32_t blen[AFP_BULK_POOL];
+	uint8_t bidx[AFP_BULK_POOL];
+	int bturn;              /* the next burst looks at bfd first */
+	int last_bulk;          /* the last burst came from bfd (nothing to release) */
+	int bdrained;           /* the last look took fewer frames than it asked for */
+	uint64_t blast_look, blook_ns, bactive_until;
+	uint64_t bframes, bcalls, bdrops;   /* frames and recvmmsg calls on bfd; its kernel drops */
 	void (*kick)(void *arg);          /* emp_dev_params.kick */
 	void *kick_arg;
 	int builder;            /* 0 none, 1 running (join it), 2 could not start */
@@ -107,7 +122,17 @@ struct afp {
 int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, size_t errlen);
 int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max);
 void emp__afp_ring_rx_release(struct afp *a, unsigned n);
-int emp__afp_filtered_socket(const struct afp *a);
+int emp__afp_filtered_socket(const struct afp *a, int bulk);
+
+#define AFP_BPF_MAX 16
+int emp__afp_bulk_wanted(const struct afp *a, const char *ifname);
+unsigned emp__afp_bulk_filter(const struct afp *a, int bulk, struct sock_filter *code);
+void emp__afp_bulk_open(struct afp *a, const char *ifname);
+void emp__afp_bulk_close(struct afp *a);
+void emp__afp_bulk_seen(struct afp *a, const struct emp_rxframe *f, int n);
+int emp__afp_bulk_due(const struct afp *a, uint64_t now);
+int emp__afp_bulk_rx(struct afp *a, struct emp_rxframe *f, unsigned max);
+uint64_t emp__afp_bulk_drops(struct afp *a);
 
 int emp__afp_txring_wanted(void);
 int emp__afp_txring_open(struct afp *a);

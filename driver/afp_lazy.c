@@ -437,7 +437,7 @@ static void *builder(void *arg)
 			(void)emp__afp_txring_open(a);
 		return NULL;
 	}
-	int h = emp__sys_fd_high(emp__afp_filtered_socket(a));
+	int h = emp__sys_fd_high(emp__afp_filtered_socket(a, 0));
 	if (h < 0)
 		return NULL;                     /* stays on recvmmsg */
 	int one = 1;                         /* receive times: when hfd has caught up with the ring */

@@ -110,6 +110,7 @@ static void afp_close(void *priv)
 		return;
 	emp__afp_lazy_close(a);      /* the ring builder first: it uses fd */
 	emp__afp_txring_close(a);
+	emp__afp_bulk_close(a);
 	if (a->ring)
 		munmap(a->ring, a->ring_len);
 	if (a->fd >= 0)
@@ -129,18 +130,14 @@ static void release_slot(struct afp *a)
 }
 
 /* A receive socket that hears nothing yet (protocol 0) with the locked BPF
- * filter: EtherType == etype at 12 and dst endpoint == our id; -errno. */
-int emp__afp_filtered_socket(const struct afp *a)
+ * filter: EtherType == etype at 12 and dst endpoint == our id, and with the
+ * bulk split (afp_bulk.c) the frames of long messages (bulk 1) or the rest
+ * (bulk 0); -errno. */
+int emp__afp_filtered_socket(const struct afp *a, int bulk)
 {
-	struct sock_filter code[] = {
-		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, EMP_OFF_ETHERTYPE),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, a->etype, 0, 3),
-		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, EMP_OFF_DST_EP),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, a->epid, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, 0x40000),
-		BPF_STMT(BPF_RET | BPF_K, 0),
-	};
-	struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
+	struct sock_filter code[AFP_BPF_MAX];
+	unsigned ncode = emp__afp_bulk_filter(a, bulk, code);
+	struct sock_fprog prog = { (unsigned short)ncode, code };
 	int one = 1, fd = emp__sys_socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
@@ -289,7 +286,7 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 		seterr(p, "emp: afpacket: out of memory");
 		return -ENOMEM;
 	}
-	a->fd = a->hfd = a->trfd = -1;
+	a->fd = a->hfd = a->trfd = a->bfd = -1;
 	a->qdisc_bypass = p->qdisc_bypass;
 	a->want_txring = emp__afp_txring_wanted();
 	a->etype = p->ethertype ? p->ethertype : EMP_ETHERTYPE_DEFAULT;
@@ -309,7 +306,8 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 	}
 	if ((rc = if_info(a, p)) < 0)
 		goto fail;
-	a->fd = emp__sys_fd_high(emp__afp_filtered_socket(a));
+	emp__afp_bulk_open(a, ifn);  /* first: fd's filter depends on whether it is there */
+	a->fd = emp__sys_fd_high(emp__afp_filtered_socket(a, 0));
 	if (a->fd < 0) {
 		rc = a->fd;
 		seterr(p, "emp: afpacket: attaching the BPF filter: %s", strerror(-rc));
@@ -427,14 +425,39 @@ int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max)
 	return (int)n;
 }
 
-static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
+static int main_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 {
-	struct afp *a = priv;
 	if (__atomic_load_n(&a->mode, __ATOMIC_ACQUIRE) == AFP_RING) {
 		a->last_ring = 1;
 		return emp__afp_ring_rx_burst(a, f, max);
 	}
 	return emp__afp_lazy_rx(a, f, max);
+}
+
+/* With the bulk socket (afp_bulk.c) the two sources take turns while both
+ * have frames; a burst comes from one of them (rx_release knows which). */
+static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
+{
+	struct afp *a = priv;
+	int n;
+	a->last_bulk = 0;
+	if (!a->bulk)
+		return main_rx(a, f, max);
+	if (a->bturn) {
+		a->bturn = 0;
+		if ((n = emp__afp_bulk_rx(a, f, max)) > 0) {
+			a->last_bulk = 1;
+			return n;
+		}
+	}
+	if ((n = main_rx(a, f, max)) > 0) {
+		a->bturn = 1;
+		emp__afp_bulk_seen(a, f, n);
+		return n;
+	}
+	if ((n = emp__afp_bulk_rx(a, f, max)) > 0)
+		a->last_bulk = 1;
+	return n;
 }
 
 /* frames the kernel dropped at our socket (its buffer, later its ring, was
@@ -449,12 +472,11 @@ static uint64_t afp_rx_dropped(void *priv)
 	memset(&st, 0, sizeof(st));
 	if (emp__sys_getsockopt(a->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
 		a->kdrops += st.tp_drops;
-	return a->kdrops + __atomic_load_n(&a->switch_left, __ATOMIC_RELAXED);
+	return a->kdrops + emp__afp_bulk_drops(a) + __atomic_load_n(&a->switch_left, __ATOMIC_RELAXED);
 }
 
-static int afp_rx_pending(void *priv)
+static int main_pending(const struct afp *a)
 {
-	const struct afp *a = priv;
 	if (__atomic_load_n(&a->mode, __ATOMIC_ACQUIRE) != AFP_RING) {
 		if (!a->sockmode)
 			return 1;            /* before the ring: only a look can tell */
@@ -469,6 +491,12 @@ static int afp_rx_pending(void *priv)
 	return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
 }
 
+static int afp_rx_pending(void *priv)
+{
+	const struct afp *a = priv;
+	return main_pending(a) || (a->bulk && emp__afp_bulk_due(a, emp__afp_clock_ns(CLOCK_MONOTONIC)));
+}
+
 void emp__afp_ring_rx_release(struct afp *a, unsigned n)
 {
 	while (a->held && (n || a->skip[a->tail])) {
@@ -481,6 +509,8 @@ void emp__afp_ring_rx_release(struct afp *a, unsigned n)
 static void afp_rx_release(void *priv, unsigned n)
 {
 	struct afp *a = priv;
+	if (a->last_bulk)
+		return;              /* bfd's pool is simply reused by the next burst */
 	if (a->last_ring)
 		emp__afp_ring_rx_release(a, n);
 	else
@@ -490,6 +520,12 @@ static void afp_rx_release(void *priv, unsigned n)
 static int afp_wait_fd(void *priv)
 {
 	return ((struct afp *)priv)->fd;
+}
+
+static int afp_wait_fd2(void *priv)
+{
+	const struct afp *a = priv;
+	return a->bulk ? a->bfd : -1;
 }
 
 /* While the rx ring is being set (modes SWITCH and RINGH, afp_lazy.c),
@@ -507,6 +543,11 @@ static uint64_t afp_next_event(void *priv)
 	if (m != AFP_SWITCH && m != AFP_RINGH)
 		return UINT64_MAX;
 	return emp__afp_clock_ns(CLOCK_MONOTONIC) + AFP_SWITCH_LOOK_NS;
+}
+
+static uint64_t afp_rx_bulk(void *priv)
+{
+	return ((const struct afp *)priv)->bframes;
 }
 
 static void afp_mac(void *priv, uint8_t mac[6])
@@ -530,7 +571,9 @@ const struct emp_driver_ops emp__afpacket_ops = {
 	.rx_pending = afp_rx_pending,
 	.rx_dropped = afp_rx_dropped,
 	.wait_fd = afp_wait_fd,
+	.wait_fd2 = afp_wait_fd2,
 	.next_event = afp_next_event,
+	.rx_bulk = afp_rx_bulk,
 	.mac = afp_mac,
 	.mtu = afp_mtu,
 };

@@ -70,6 +70,9 @@ struct emp_driver_ops {
 	int (*rx_pending)(void *priv);
 	/* fd that becomes readable when frames arrive (poll/libev), or -1 */
 	int (*wait_fd)(void *priv);
+	/* optional: a second such fd (afpacket's bulk socket), or -1; a waiter
+	 * sleeps on both (wait_fd alone carries the device's errors) */
+	int (*wait_fd2)(void *priv);
 	/* optional: the time (the clock the device was opened with) at which a
 	 * frame becomes deliverable although wait_fd did not say so (a simulated
 	 * wire's delayed frames), UINT64_MAX none; a sleeping engine bounds its
@@ -79,6 +82,9 @@ struct emp_driver_ops {
 	 * (a full ring or socket buffer), counted since open; may cost a system
 	 * call: the engine asks at most every EMP_DEV_DROPS_NS */
 	uint64_t (*rx_dropped)(void *priv);
+	/* optional: frames taken from a path of the device's own for long
+	 * messages (afpacket's bulk socket), counted since open */
+	uint64_t (*rx_bulk)(void *priv);
 	void (*mac)(void *priv, uint8_t mac[6]);
 	unsigned (*mtu)(void *priv);
 };

@@ -349,6 +349,7 @@ int emp__fw_busy(const struct emp_fw *fw)
 void emp__fw_counters(const struct emp_fw *fw, struct emp_counters *c)
 {
 	*c = fw->ctr;
+	c->rx_bulk = fw->ops->rx_bulk ? fw->ops->rx_bulk(fw->dev) : 0;
 	c->drops_total = 0;
 	for (int i = 0; i < EMP_DROP_MAX; i++)
 		c->drops_total += c->drops[i];

@@ -157,6 +157,7 @@ struct emp_counters {
 	uint64_t byes_sent;          /* BYEs sent at the endpoint's close, one per peer with a session */
 	uint64_t peers_departed;     /* BYEs taken: peers whose life ended (their slot free once unheld) */
 	uint64_t rx_direct;          /* messages that arrived straight into a waiting reader's buffers (emp_recv_redirect) */
+	uint64_t rx_bulk;            /* frames the device read from its bulk path (afpacket: the bulk socket, afp_bulk.c) */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
 	uint64_t drops_total;

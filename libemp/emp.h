@@ -132,6 +132,10 @@ int emp_progress(emp_endpoint_t *ep);
 int emp_progress_due(emp_endpoint_t *ep);
 /* fd readable when frames arrive (-1 if the device has none). */
 int emp_wait_fd(emp_endpoint_t *ep);
+/* A second fd of the device that becomes readable when frames arrive (the
+ * AF_PACKET driver's bulk socket: the frames of long messages), or -1: a
+ * thread that sleeps until frames arrive polls it beside emp_wait_fd. */
+int emp_wait_fd2(emp_endpoint_t *ep);
 /* A wait saw POLLERR/POLLHUP on emp_wait_fd (its interface went down or
  * away): takes the pending error, so the fd stops reporting it, and returns
  * 1; 0 when there was none. The caller should not wait on the fd again at

@@ -261,6 +261,11 @@ int emp_wait_fd(emp_endpoint_t *ep)
 	return ep->dev_fd;
 }
 
+int emp_wait_fd2(emp_endpoint_t *ep)
+{
+	return ep->dev_fd2;
+}
+
 int emp_wait_fd_error(emp_endpoint_t *ep)
 {
 	int err = 0;
@@ -364,6 +369,7 @@ static int open_backend(struct emp_endpoint *ep, const struct emp_open_opts *o,
 		return rc;
 	ep->ops->mac(ep->dev, ep->mac);
 	ep->dev_fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
+	ep->dev_fd2 = ep->ops->wait_fd2 ? ep->ops->wait_fd2(ep->dev) : -1;
 	return 0;
 }
 
@@ -500,7 +506,7 @@ int emp_open(emp_endpoint_t **out, const struct emp_open_opts *o)
 	if (!ep)
 		return -ENOMEM;
 	ep->self = -1;
-	ep->dev_fd = -1;
+	ep->dev_fd = ep->dev_fd2 = -1;
 	ep->eplock = -1;
 	pthread_mutex_init(&ep->post_lock, NULL);
 	pthread_mutex_init(&ep->eng_lock, NULL);

@@ -39,6 +39,7 @@ struct emp_endpoint {
 	int sleepers;                    /* threads asleep in emp_wait (their eventfds in waiters) */
 	struct emp_waiter *waiters;      /* under wait_mu */
 	int dev_fd;                      /* driver's wait fd, or -1 */
+	int dev_fd2;                     /* its second one (wait_fd2), or -1 */
 	/* who watches the device: threads in emp_wait_for (spinning, or asleep in
 	 * a kernel wait that holds dev_fd) drive the engine themselves; the
 	 * progress thread takes the ring over only when none has looked for a while */

@@ -45,6 +45,7 @@ struct emp_progress {
 	struct emp_endpoint *ep;
 	struct ev_loop *loop;
 	ev_io io;                   /* the device: on only in takeover */
+	ev_io io2;                  /* its second fd (wait_fd2), with io */
 	ev_io tio;                  /* timerfd: short engine deadlines at ns precision */
 	int tfd;
 	uint64_t armed;             /* deadline the timerfd is set to, UINT64_MAX none */
@@ -53,6 +54,7 @@ struct emp_progress {
 	ev_async kick, stop;
 	pthread_t thr;
 	int fd;
+	int fd2;                    /* the device's second wait fd, or -1 */
 	int watching;               /* takeover: the device fd is in our loop */
 	int deep;                   /* the tick is long: the next exit kicks */
 	int force;                  /* the driver asked for a drive (emp__progress_kick) */
@@ -92,6 +94,10 @@ static void watch(struct emp_progress *pg, int on)
 		ev_io_start(pg->loop, &pg->io);
 	else
 		ev_io_stop(pg->loop, &pg->io);
+	if (pg->fd2 >= 0 && on)
+		ev_io_start(pg->loop, &pg->io2);
+	else if (pg->fd2 >= 0)
+		ev_io_stop(pg->loop, &pg->io2);
 	pg->watching = on;
 }
 
@@ -265,6 +271,16 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
+/* frames on the second fd: the engine takes them (errors show on the first) */
+static void io2_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct emp_progress *pg = w->data;
+	int before = pg->completions;
+	step(pg, 0);
+	if (pg->completions != before)
+		pg->idle_wakeups = 0;
+}
+
 static void tio_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct emp_progress *pg = w->data;
@@ -335,6 +351,11 @@ int emp__progress_start(struct emp_endpoint *ep)
 	if (pg->fd >= 0) {
 		ev_io_init(&pg->io, io_cb, pg->fd, EV_READ);
 		pg->io.data = pg;
+	}
+	pg->fd2 = ep->ops->wait_fd2 && pg->fd >= 0 ? ep->ops->wait_fd2(ep->dev) : -1;
+	if (pg->fd2 >= 0) {
+		ev_io_init(&pg->io2, io2_cb, pg->fd2, EV_READ);
+		pg->io2.data = pg;
 	}
 	ev_async_init(&pg->kick, kick_cb);
 	pg->kick.data = pg;

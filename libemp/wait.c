@@ -431,8 +431,8 @@ static void rw_disarm(void *arg)
 static int rw_sleep(void *arg, int64_t ns)
 {
 	struct reqwait *a = arg;
-	struct pollfd p[2] = { { a->ep->dev_fd, POLLIN, 0 }, { a->w.efd, POLLIN, 0 } };
-	if (emp__sys_ppoll(p, 2, ns, NULL) < 0 && errno == EINTR)
+	struct pollfd p[3] = { { a->ep->dev_fd, POLLIN, 0 }, { a->w.efd, POLLIN, 0 }, { a->ep->dev_fd2, POLLIN, 0 } };
+	if (emp__sys_ppoll(p, a->ep->dev_fd2 >= 0 ? 3 : 2, ns, NULL) < 0 && errno == EINTR)
 		return 0;                        /* emp_wait does not fail with EINTR */
 	if (p[1].revents)
 		a->woken = 1;

@@ -46,7 +46,7 @@ pthread_mutex_t *const es__lk_ep = &es__ep_lock;   /* held across fork (fork.c) 
 uint64_t es__ep_cookie;
 atomic_int es__ep_raw_sleepers[64];       /* by epfd % 64: threads in the kernel's epoll_wait on a set with no EMP socket yet */
 
-int es__ep_internal(uint64_t data) { return data - es__ep_cookie < 3; }
+int es__ep_internal(uint64_t data) { return data - es__ep_cookie < 4; }
 
 static int emu_state(struct es_sock *s)
 {
@@ -226,6 +226,14 @@ int es__ep_set_arm(struct es_epset *set)
 		if (R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd(ep), &ev) < 0) {
 			ev.events = EPOLLIN;
 			R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd(ep), &ev);
+		}
+		if (emp_wait_fd2(ep) >= 0) {
+			ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+			ev.data.u64 = es__ep_cookie + C_DEV2;
+			if (R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd2(ep), &ev) < 0) {
+				ev.events = EPOLLIN;
+				R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd2(ep), &ev);
+			}
 		}
 		set->dev_in = 1;
 	}

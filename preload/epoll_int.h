@@ -46,6 +46,7 @@ struct es_epset {
 #define C_DEV 0
 #define C_LIVE 1
 #define C_WAKE 2
+#define C_DEV2 3                          /* the device's second fd (emp_wait_fd2) */
 #define KLOOK_EVERY 8                     /* kernel fds looked at every 8th answer ... */
 #define KLOOK_NS 1000000                  /* ... or after 1 ms */
 

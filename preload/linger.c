@@ -330,7 +330,7 @@ void es__zombie_changed(struct es_conn *c)
  * the device and the zombies' kernel sockets), woken when one of them moves. */
 static void reap_until(int64_t deadline, int (*stop)(void *), void *arg)
 {
-	struct pollfd p[REAP_FDS + 2];
+	struct pollfd p[REAP_FDS + 3];
 	int np;
 	struct es_wake wk = { .efd = es__tl_efd() };
 	struct zwaiter me = { &wk, NULL };

@@ -211,7 +211,7 @@ int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, uns
 	int seen = atomic_load(&s->seq) != seq0;
 	es__sock_unlock(s);
 	if (!seen) {
-		struct pollfd p[3];
+		struct pollfd p[4];   /* room for the device's two (es__wait_fds) */
 		int np = 0;
 		p[np++] = (struct pollfd){ wk.efd, POLLIN, 0 };
 		if (udp >= 0)

@@ -171,7 +171,7 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 	struct pcall pc = {
 		.fds = fds, .n = n, .mask = mask,
 		.dl = timeout_ns < 0 ? -1 : es__now_ns() + timeout_ns,
-		.t = malloc((n + 3) * sizeof *pc.t), .map = malloc((n + 1) * sizeof *pc.map),
+		.t = malloc((n + 4) * sizeof *pc.t), .map = malloc((n + 1) * sizeof *pc.map),
 		.w = calloc(n, sizeof *pc.w), .ss = calloc(n, sizeof *pc.ss),
 		.wk = { .efd = es__tl_efd(), .look_fds = 1 },
 	};

@@ -253,7 +253,7 @@ int es__tl_efd(void)
 
 struct fdwait {
 	struct es_wake *wk;
-	struct pollfd *p;        /* caller's n entries, then the device's */
+	struct pollfd *p;        /* caller's n entries, then the device's one or two */
 	int n;
 	const sigset_t *mask;
 	int dev_err;
@@ -351,7 +351,7 @@ static int fw_sleep(void *arg, int64_t ns)
 	if (a->dev_err && (ns < 0 || ns > 100000000))
 		ns = 100000000;          /* the device failed: look at it again in 100 ms */
 	a->dev_err = 0;
-	int n = a->n + use_dev;
+	int n = a->n + (use_dev ? 1 + (a->p[a->n + 1].fd >= 0) : 0);
 	for (int i = 0; i < n; i++)
 		a->p[i].revents = 0;
 	struct timespec ts, *tp = NULL;
@@ -377,7 +377,7 @@ static int fw_sleep(void *arg, int64_t ns)
 	return k;
 }
 
-/* p has room for n + 1 entries: the device goes last */
+/* p has room for n + 2 entries: the device's fds go last */
 static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout_ns, const sigset_t *mask);
 
 /* callers hold no shim lock: closing connections this wait finished are torn down here */
@@ -408,6 +408,9 @@ static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout
 	p[n].fd = emp_wait_fd(ep);
 	p[n].events = POLLIN;
 	p[n].revents = 0;
+	p[n + 1].fd = emp_wait_fd2(ep);    /* -1: none (fw_sleep leaves it out) */
+	p[n + 1].events = POLLIN;
+	p[n + 1].revents = 0;
 	struct emp_waitfor w = { .done = fw_done, .arm = fw_arm, .sleep = fw_sleep, .disarm = fw_disarm,
 				 .arg = &a, .timeout_ns = timeout_ns };
 	int r = emp_wait_for(ep, &w);

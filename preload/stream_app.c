@@ -28,7 +28,7 @@ int es__wait(struct es_sock *s, int64_t deadline)
 		if (left < 0)
 			left = 0;
 	}
-	struct pollfd p[3] = { { wk.efd, POLLIN, 0 }, { s->kfd, POLLIN | POLLRDHUP, 0 } };
+	struct pollfd p[4] = { { wk.efd, POLLIN, 0 }, { s->kfd, POLLIN | POLLRDHUP, 0 } };   /* + the device's two */
 	int np = kdead ? 1 : 2;
 	int r = es__wait_fds(&wk, p, np, left, NULL);
 	pthread_mutex_lock(&s->lock);

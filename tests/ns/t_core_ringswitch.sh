@@ -23,7 +23,7 @@ for k in range(n):
             time.sleep(d)
 PY
 # the build starts at the first frame read (EMP_AFP_RING_AFTER=1)
-EMP_AFP_RING_AFTER=1 bg 1 "$T/rx" "$ROOT/build/tests/ns/ringswitch" eth0 4321 "$N" 20
+EMP_AFP_BULK=0 EMP_AFP_RING_AFTER=1 bg 1 "$T/rx" "$ROOT/build/tests/ns/ringswitch" eth0 4321 "$N" 20
 for i in $(seq 100); do grep -q ready "$T/rx" 2>/dev/null && break; sleep 0.05; done
 on 2 python3 "$T/send.py" eth0 "$mac1" "$mac2" "$N"
 rc=0; wait "${PIDS[0]}" || rc=$?

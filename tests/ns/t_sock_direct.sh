@@ -13,7 +13,7 @@ for i in $(seq 100); do grep -q "^got" "$T/server.log" && break; sleep 0.1; done
 cat "$T/client.log" "$T/server.log"
 sent=$(awk '/^sent/ { print $2, $3 }' "$T/client.log")
 got=$(awk '/^got/ { print $2, $3 }' "$T/server.log")
-expect "40 MB in blocking reads of five sizes, intact (SHA-256)" [ -n "$sent" ] && [ "$sent" = "$got" ]
+expect "40 MB in blocking reads of five sizes, intact (SHA-256)" [ -n "$sent" -a "$sent" = "$got" ]
 counters() {
 	on 2 "$BIN/empstat" --json > "$T/stat.json"
 	python3 -c "
