@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_core_bulksplit: the AF_PACKET driver's two receive sockets (afp_bulk.c): frames another host marks with their path reach the bulk socket exactly when they are DATA frames of a message of 32 KiB or more other than its frame 0 (24-bit frame index, the auth version too), the ring otherwise (acks, short messages, frame 0, the 32767-byte boundary), none of another endpoint's arrive, and a bulk frame alone wakes a sleeper on the second wait fd; then iperf3 under emp-run --strict delivers a stream intact with the bulk socket carrying it, and EMP_AFP_BULK=0 turns the split off.
+# t_core_bulksplit: the AF_PACKET driver's two receive sockets (afp_bulk.c, on by default on a veth without RPS, off with RPS, forced by EMP_AFP_BULK): frames another host marks with their path reach the bulk socket exactly when they are DATA frames of a message of 32 KiB or more other than its frame 0 (24-bit frame index, the auth version too), the ring otherwise (acks, short messages, frame 0, the 32767-byte boundary), none of another endpoint's arrive, and a bulk frame alone wakes a sleeper on the second wait fd; then iperf3 under emp-run --strict delivers a stream intact with the bulk socket carrying it, and EMP_AFP_BULK=0 turns the split off.
 # timeout: 90
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -47,6 +47,18 @@ EMP_AFP_BULK=0 bg 1 "$T/rx0" "$ROOT/build/tests/ns/bulksplit" eth0 4321 100 2
 for i in $(seq 100); do grep -q ready "$T/rx0" 2>/dev/null && break; sleep 0.05; done
 wait "${PIDS[-1]}" || true
 expect "EMP_AFP_BULK=0 opens without the bulk socket" grep -q "ready bulk 0" "$T/rx0"
+
+# by default the split is on only where the receive copy runs on the sending
+# CPU: with RPS steering h1's frames to a CPU, it is off; EMP_AFP_BULK=1 forces it
+opened() { # opened LOG ENV...: the bulk flag the driver opened with
+	env "${@:2}" ip netns exec "${PREFIX}1" "$ROOT/build/tests/ns/bulksplit" eth0 4321 1 0 > "$1" 2>&1 || true
+	sed -n 's/^ready bulk \([01]\)$/\1/p' "$1"
+}
+on 1 sh -c 'echo 1 > /sys/class/net/eth0/queues/rx-0/rps_cpus'
+rps_default=$(opened "$T/rps0" X=1); rps_forced=$(opened "$T/rps1" EMP_AFP_BULK=1)
+on 1 sh -c 'echo 0 > /sys/class/net/eth0/queues/rx-0/rps_cpus'
+expect "with RPS on, no bulk socket by default (${rps_default:-?})" [ "$rps_default" = 0 ]
+expect "with RPS on and EMP_AFP_BULK=1, the bulk socket (${rps_forced:-?})" [ "$rps_forced" = 1 ]
 
 # A stream through the shim (a plain program, blocking reads, both ends under
 # emp-run --strict): intact, and the reader's engine counts most of its frames
