@@ -36,9 +36,12 @@
  * tells a spinner that a long message is arriving: for AFP_BULK_ACTIVE_NS
  * after the latest such evidence a drive looks at bfd (one recvmmsg for up
  * to AFP_BULK_POOL frames, handed out over the engine's bursts), unless the
- * last look found it short and was less than look_ns ago (8-64 us, longer
- * while looks come back full); otherwise at most every AFP_BULK_IDLE_NS (a
- * frame 0 lost and sent again later). Waiters sleep on both sockets
+ * last look found it short and was less than look_ns ago (32-256 us, longer
+ * while looks come back full: the message's last frame and those asking for
+ * an ack come by the ring and force a look, so the pace only spreads the
+ * copying; 8-64 us made the receiver's system calls per MB 70-83, above
+ * kernel TCP's, for no more throughput); otherwise at most every
+ * AFP_BULK_IDLE_NS (a frame 0 lost and sent again later). Waiters sleep on both sockets
  * (wait_fd and wait_fd2). Not on an epoll fd holding both: its entry on
  * bfd's wait queue ran for every frame queued there, inside the sender's
  * sendto on veth (4 % of the sender's CPU, 6.2-6.5 against 7.0 Gbit/s).
@@ -55,8 +58,8 @@
 #define AFP_BULK_RCVBUF_MIN (4u << 20)
 #define AFP_BULK_ACTIVE_NS  2000000ull
 #define AFP_BULK_IDLE_NS    200000ull
-#define AFP_BULK_LOOK_NS    8000ull
-#define AFP_BULK_LOOK_MAX   64000ull
+#define AFP_BULK_LOOK_NS    32000ull
+#define AFP_BULK_LOOK_MAX   256000ull
 #define AFP_BULK_HDR        (EMP_ETH_HLEN + EMP_HDR_LEN + EMP_D_MSG_LEN + 4)   /* bytes a frame needs for the test */
 #define POOL_OFF            2                 /* the EMP header after the MAC header 16-aligned */
 
@@ -130,7 +133,8 @@ unsigned emp__afp_bulk_filter(const struct afp *a, int bulk, struct sock_filter 
 		memcpy(code, plain, sizeof(plain));
 		return sizeof(plain) / sizeof(plain[0]);
 	}
-	/* not ours: 0. Ours and bulk (DATA, msg_len >= AFP_BULK_MIN, frame > 0):
+	/* not ours: 0. Ours and bulk (DATA without LAST or ACKREQ, msg_len >=
+	 * AFP_BULK_MIN, frame > 0):
 	 * bulk ? ACC : 0. Ours and not bulk: bulk ? 0 : ACC. */
 	unsigned yes = bulk ? ACC : 0, no = bulk ? 0 : ACC;
 	struct sock_filter split[] = {
@@ -139,7 +143,7 @@ unsigned emp__afp_bulk_filter(const struct afp *a, int bulk, struct sock_filter 
 		/* 2 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, EMP_OFF_DST_EP),
 		/* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, a->epid, 0, 11),           /* -> 15 drop */
 		/* 4 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, EMP_ETH_HLEN + EMP_C_VTF),
-		/* 5 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 7u << 9),
+		/* 5 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 7u << 9 | EMP_F_LAST | EMP_F_ACKREQ),
 		/* 6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)EMP_T_DATA << 9, 0, 7), /* -> 14 no */
 		/* a DATA frame too short to hold msg_len is the engine's to count */
 		/* 7 */ BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
@@ -201,22 +205,30 @@ void emp__afp_bulk_close(struct afp *a)
 	a->bfd = -1;
 }
 
-/* Frames the ring (or fd's queue) gave: a frame 0 of a long message says
- * that the rest of it is on its way to bfd. */
-void emp__afp_bulk_seen(struct afp *a, const struct emp_rxframe *f, int n)
+/* Whether fd gave a frame of a long message other than its frame 0 (the
+ * last frame, or one asking for an ack: the filter leaves those to the
+ * ring), so that frames of it before this one are in bfd. Any frame of one,
+ * frame 0 included, says that the rest is on its way (bactive_until). */
+static int long_msg(struct afp *a, const struct emp_rxframe *f, unsigned n)
 {
-	for (int i = 0; i < n; i++) {
+	int seen = 0;
+	for (unsigned i = 0; i < n; i++) {
 		const uint8_t *d = f[i].data + EMP_ETH_HLEN;
-		if (f[i].len < EMP_ETH_HLEN + EMP_HDR_LEN + EMP_DATA_HDR_LEN ||
+		if (f[i].len < AFP_BULK_HDR ||
 		    EMP_VTF_TYPE((unsigned)d[EMP_C_VTF] << 8 | d[EMP_C_VTF + 1]) != EMP_T_DATA)
 			continue;
 		const uint8_t *m = d + EMP_HDR_LEN + EMP_D_MSG_LEN;
-		uint32_t len = (uint32_t)m[0] << 24 | (uint32_t)m[1] << 16 | (uint32_t)m[2] << 8 | m[3];
-		if (len >= AFP_BULK_MIN) {
+		if (((uint32_t)m[0] << 24 | (uint32_t)m[1] << 16 | (uint32_t)m[2] << 8 | m[3]) < AFP_BULK_MIN)
+			continue;
+		if (!seen)
 			__atomic_store_n(&a->bactive_until, mono_ns() + AFP_BULK_ACTIVE_NS, __ATOMIC_RELAXED);
-			return;
-		}
+		seen = 1;
+		/* frame 0 has nothing of its message before it */
+		const uint8_t *fr = d + EMP_HDR_LEN + EMP_D_FRAME;
+		if (fr[0] | fr[1] | fr[2])
+			return 1;
 	}
+	return 0;
 }
 
 /* Whether a look at bfd is due: while long messages arrive (frame 0 in the
@@ -237,15 +249,37 @@ int emp__afp_bulk_due(const struct afp *a, uint64_t now)
 	       now - last >= __atomic_load_n(&a->blook_ns, __ATOMIC_RELAXED);
 }
 
+/* rx_pending's part (spinners, without the engine's lock): between long
+ * messages only every 32nd call reads the clock, so that a ping-pong's spin
+ * does not pay for it on every turn */
+int emp__afp_bulk_pending(struct afp *a)
+{
+	if (__atomic_load_n(&a->bleft, __ATOMIC_RELAXED))
+		return 1;
+	unsigned k = __atomic_add_fetch(&a->bspins, 1, __ATOMIC_RELAXED);
+	if ((k & 31) && !__atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED))
+		return 0;
+	uint64_t now = mono_ns(), until = __atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED);
+	if (until && now >= until)           /* idle again, unless the engine just said otherwise */
+		__atomic_compare_exchange_n(&a->bactive_until, &until, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return emp__afp_bulk_due(a, now);
+}
+
 /* Up to max frames from bfd: what the last look left in the pool, else a
- * new look (one recvmmsg for up to AFP_BULK_POOL frames) if one is due.
- * Valid until the next call: a look reuses the pool, and comes only when the
- * engine has released every frame of it. 0 when none. */
-int emp__afp_bulk_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
+ * new look (one recvmmsg for up to AFP_BULK_POOL frames) if one is due or
+ * forced. Valid until the next call: a look reuses the pool, and comes only
+ * when the engine has released every frame of it. 0 when none. */
+static int bulk_rx(struct afp *a, struct emp_rxframe *f, unsigned max, int force)
 {
 	if (a->bhead == a->bfill) {
-		uint64_t now = mono_ns();
-		if (!emp__afp_bulk_due(a, now))
+		/* between long messages (a ping-pong's polls) the clock is read on
+		 * every 32nd call only */
+		if (!force && !__atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED) && (++a->bidle & 31))
+			return 0;
+		uint64_t now = mono_ns(), until = __atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED);
+		if (until && now >= until)
+			__atomic_compare_exchange_n(&a->bactive_until, &until, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		if (!force && !emp__afp_bulk_due(a, now))
 			return 0;
 		struct mmsghdr mm[AFP_BULK_POOL];
 		struct iovec iov[AFP_BULK_POOL];
@@ -269,6 +303,8 @@ int emp__afp_bulk_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 		__atomic_store_n(&a->bdrained, r < (int)k, __ATOMIC_RELAXED);
 		__atomic_store_n(&a->blast_look, now, __ATOMIC_RELAXED);
 		a->bhead = a->bfill = 0;
+		if (force)
+			a->bforce = r == (int)k;     /* a full look: more may wait */
 		if (r <= 0)
 			return 0;
 		__atomic_store_n(&a->bactive_until, now + AFP_BULK_ACTIVE_NS, __ATOMIC_RELAXED);
@@ -290,6 +326,54 @@ int emp__afp_bulk_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 	__atomic_store_n(&a->bleft, a->bfill - a->bhead, __ATOMIC_RELAXED);
 	a->bframes += n;
 	return (int)n;
+}
+
+/* A burst with the bulk socket on. Frames of one long message reach both
+ * sockets (frame 0, the last and those asking for an ack fd, the others bfd);
+ * on one link they arrive in order, so when fd gives one of them, the frames
+ * bfd holds came before it: bfd is emptied first (forced looks, whatever the
+ * pace rules say) and fd's burst held back (stash) until then. Read the other
+ * way round, the receiver saw the message's last frame ahead of the rest, a
+ * gap to report, and the sender resent what was on its way; and a ping-pong
+ * of long messages waited for the next paced look. Otherwise the two take
+ * turns while both have frames. */
+int emp__afp_bulk_burst(struct afp *a, struct emp_rxframe *f, unsigned max)
+{
+	int n;
+	if (a->stash_n) {
+		if (a->bhead != a->bfill || a->bforce) {
+			if ((n = bulk_rx(a, f, max, a->bforce)) > 0) {
+				a->last_bulk = 1;
+				return n;
+			}
+			a->bforce = 0;
+		}
+		n = (int)(a->stash_n < max ? a->stash_n : max);
+		memcpy(f, a->stash, (size_t)n * sizeof(*f));
+		a->last_ring = a->stash_ring;
+		a->stash_n = 0;
+		return n;
+	}
+	if (a->bturn) {
+		a->bturn = 0;
+		if ((n = bulk_rx(a, f, max, 0)) > 0) {
+			a->last_bulk = 1;
+			return n;
+		}
+	}
+	if ((n = emp__afp_main_rx(a, f, max)) > 0) {
+		a->bturn = 1;
+		if (!long_msg(a, f, (unsigned)n) || (unsigned)n > AFP_BULK_POOL)
+			return n;
+		memcpy(a->stash, f, (size_t)n * sizeof(*f));
+		a->stash_n = (unsigned)n;
+		a->stash_ring = a->last_ring;
+		a->bforce = 1;
+		return emp__afp_bulk_burst(a, f, max);
+	}
+	if ((n = bulk_rx(a, f, max, 0)) > 0)
+		a->last_bulk = 1;
+	return n;
 }
 
 /* frames the kernel dropped at bfd (a full queue), since the last ask */

@@ -106,9 +106,14 @@ struct afp {
 	uint32_t blen[AFP_BULK_POOL];
 	uint8_t bidx[AFP_BULK_POOL];
 	int bturn;              /* the next burst looks at bfd first */
+	struct emp_rxframe stash[AFP_BULK_POOL];   /* fd's burst held back while bfd is emptied first */
+	unsigned stash_n;
+	int stash_ring, bforce; /* its last_ring; a look at bfd is owed before it goes */
 	int last_bulk;          /* the last burst came from bfd (nothing to release) */
 	int bdrained;           /* the last look took fewer frames than it asked for */
 	uint64_t blast_look, blook_ns, bactive_until;
+	unsigned bspins;        /* rx_pending calls (racy): an idle one reads the clock every 32nd */
+	unsigned bidle;         /* the same for the engine's bursts */
 	uint64_t bframes, bcalls, bdrops;   /* frames and recvmmsg calls on bfd; its kernel drops */
 	void (*kick)(void *arg);          /* emp_dev_params.kick */
 	void *kick_arg;
@@ -129,9 +134,10 @@ int emp__afp_bulk_wanted(const struct afp *a, const char *ifname);
 unsigned emp__afp_bulk_filter(const struct afp *a, int bulk, struct sock_filter *code);
 void emp__afp_bulk_open(struct afp *a, const char *ifname);
 void emp__afp_bulk_close(struct afp *a);
-void emp__afp_bulk_seen(struct afp *a, const struct emp_rxframe *f, int n);
 int emp__afp_bulk_due(const struct afp *a, uint64_t now);
-int emp__afp_bulk_rx(struct afp *a, struct emp_rxframe *f, unsigned max);
+int emp__afp_bulk_pending(struct afp *a);
+int emp__afp_bulk_burst(struct afp *a, struct emp_rxframe *f, unsigned max);
+int emp__afp_main_rx(struct afp *a, struct emp_rxframe *f, unsigned max);
 uint64_t emp__afp_bulk_drops(struct afp *a);
 
 int emp__afp_txring_wanted(void);

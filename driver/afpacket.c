@@ -425,7 +425,8 @@ int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max)
 	return (int)n;
 }
 
-static int main_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
+/* fd's frames: its ring, or before it the pool (afp_lazy.c) */
+int emp__afp_main_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 {
 	if (__atomic_load_n(&a->mode, __ATOMIC_ACQUIRE) == AFP_RING) {
 		a->last_ring = 1;
@@ -434,30 +435,11 @@ static int main_rx(struct afp *a, struct emp_rxframe *f, unsigned max)
 	return emp__afp_lazy_rx(a, f, max);
 }
 
-/* With the bulk socket (afp_bulk.c) the two sources take turns while both
- * have frames; a burst comes from one of them (rx_release knows which). */
 static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
 {
 	struct afp *a = priv;
-	int n;
 	a->last_bulk = 0;
-	if (!a->bulk)
-		return main_rx(a, f, max);
-	if (a->bturn) {
-		a->bturn = 0;
-		if ((n = emp__afp_bulk_rx(a, f, max)) > 0) {
-			a->last_bulk = 1;
-			return n;
-		}
-	}
-	if ((n = main_rx(a, f, max)) > 0) {
-		a->bturn = 1;
-		emp__afp_bulk_seen(a, f, n);
-		return n;
-	}
-	if ((n = emp__afp_bulk_rx(a, f, max)) > 0)
-		a->last_bulk = 1;
-	return n;
+	return a->bulk ? emp__afp_bulk_burst(a, f, max) : emp__afp_main_rx(a, f, max);
 }
 
 /* frames the kernel dropped at our socket (its buffer, later its ring, was
@@ -493,8 +475,8 @@ static int main_pending(const struct afp *a)
 
 static int afp_rx_pending(void *priv)
 {
-	const struct afp *a = priv;
-	return main_pending(a) || (a->bulk && emp__afp_bulk_due(a, emp__afp_clock_ns(CLOCK_MONOTONIC)));
+	struct afp *a = priv;
+	return main_pending(a) || (a->bulk && emp__afp_bulk_pending(a));
 }
 
 void emp__afp_ring_rx_release(struct afp *a, unsigned n)
