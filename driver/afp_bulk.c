@@ -46,9 +46,9 @@
  * bfd's wait queue ran for every frame queued there, inside the sender's
  * sendto on veth (4 % of the sender's CPU, 6.2-6.5 against 7.0 Gbit/s).
  *
- * On by default only where it pays (emp__afp_bulk_wanted: a veth without
- * RPS); EMP_AFP_BULK=1 or 0 decides instead. EMP_AFP_RX=socket, where no
- * ring is built at all, has no split. A socket buffer the
+ * Off unless asked for (emp__afp_bulk_wanted: EMP_AFP_BULK=1, or auto for a
+ * veth without RPS). EMP_AFP_RX=socket, where no ring is built at all, has
+ * no split. A socket buffer the
  * process cannot raise to AFP_BULK_RCVBUF (no CAP_NET_ADMIN, a low
  * rmem_max) leaves the split off too: a bulk queue that small drops frames.
  */
@@ -95,23 +95,27 @@ static int rx_on_sender(const struct afp *a, const char *ifname)
 	return 1;
 }
 
-/* EMP_AFP_BULK=1 (on) or 0 (off); unset or anything else: on only where the
- * receive copy would otherwise run on the sender's CPU (rx_on_sender). On
- * two machines, or on veth with RPS (scripts/cluster --rx-cpu), the ring's
- * copy already runs on the receiver's side, and a plain socket's costs more
- * there (its skbs queued and freed across CPUs, a system call per look):
- * iperf3 4.1-6.4 against the ring's 6.2-10.8 Gbit/s, pinned, 2026-11-27. */
+/* EMP_AFP_BULK=1 (on), auto (on only where the receive copy would otherwise
+ * run on the sender's CPU: rx_on_sender), else off (the default).
+ *
+ * Not on by default: the split moves the receive copy, it does not remove
+ * it, and a plain socket's copy costs more than the ring's (skbs queued and
+ * freed, a system call per look). It pays where the sender is the
+ * bottleneck and the receiver has CPU to spare (one iperf3 stream on veth:
+ * 5.65-6.69 against 5.39-6.16 Gbit/s); where the receiver is (wrk -t1
+ * taking nginx's 1 MiB responses on veth: 608-665 against 786-962 req/s), or
+ * where the receive path already runs on the receiver's CPU (two machines;
+ * veth with RPS, scripts/cluster --rx-cpu: iperf3 4.1-6.4 against the
+ * ring's 6.2-10.8 Gbit/s, pinned), it costs (2026-11-27, README). */
 int emp__afp_bulk_wanted(const struct afp *a, const char *ifname)
 {
 	const char *e = secure_getenv("EMP_AFP_BULK");
 	const char *rx = secure_getenv("EMP_AFP_RX");
-	if (rx && !strcmp(rx, "socket"))
-		return 0;                        /* no ring at all: nothing to split */
-	if (e && (!strcmp(e, "0") || !strcmp(e, "off")))
-		return 0;
-	if (e && (!strcmp(e, "1") || !strcmp(e, "on")))
+	if (!e || (rx && !strcmp(rx, "socket")))
+		return 0;                        /* off; or no ring at all: nothing to split */
+	if (!strcmp(e, "1") || !strcmp(e, "on"))
 		return 1;
-	return rx_on_sender(a, ifname);
+	return !strcmp(e, "auto") && rx_on_sender(a, ifname);
 }
 
 /* The BPF program of fd (bulk 0: what is not bulk) or bfd (bulk 1: only bulk),

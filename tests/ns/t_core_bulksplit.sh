@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_core_bulksplit: the AF_PACKET driver's two receive sockets (afp_bulk.c, on by default on a veth without RPS, off with RPS, forced by EMP_AFP_BULK): frames another host marks with their path reach the bulk socket exactly when they are DATA frames of a message of 32 KiB or more other than its frame 0, its last frame and those asking for an ack (24-bit frame index, the auth version too), the ring otherwise (acks, short messages, frame 0, LAST, ACKREQ, the 32767-byte boundary), none of another endpoint's arrive, and a bulk frame alone wakes a sleeper on the second wait fd; then iperf3 under emp-run --strict delivers a stream intact with the bulk socket carrying it, and EMP_AFP_BULK=0 turns the split off.
+# t_core_bulksplit: the AF_PACKET driver's two receive sockets (afp_bulk.c; off by default, EMP_AFP_BULK=1 on, auto on a veth without RPS only): frames another host marks with their path reach the bulk socket exactly when they are DATA frames of a message of 32 KiB or more other than its frame 0, its last frame and those asking for an ack (24-bit frame index, the auth version too), the ring otherwise (acks, short messages, frame 0, LAST, ACKREQ, the 32767-byte boundary), none of another endpoint's arrive, and a bulk frame alone wakes a sleeper on the second wait fd; unset and auto-with-RPS open without it; a 20 MB stream through the shim (both ends under emp-run --strict) arrives intact with the reader's bulk socket carrying 90 % of its frames (none with EMP_AFP_BULK=0); sleeping readers (blocking, epoll) take 40 MB in 1 MiB messages within 10 s.
 # timeout: 90
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -34,7 +34,7 @@ while k < n:
     time.sleep(0.03)
 PY
 N=2000
-bg 1 "$T/rx" "$ROOT/build/tests/ns/bulksplit" eth0 4321 "$N" 30
+EMP_AFP_BULK=1 bg 1 "$T/rx" "$ROOT/build/tests/ns/bulksplit" eth0 4321 "$N" 30
 for i in $(seq 100); do grep -q ready "$T/rx" 2>/dev/null && break; sleep 0.05; done
 on 2 python3 "$T/send.py" eth0 "$mac1" "$mac2" "$N"
 rc=0; wait "${PIDS[0]}" || rc=$?
@@ -49,21 +49,26 @@ for i in $(seq 100); do grep -q ready "$T/rx0" 2>/dev/null && break; sleep 0.05;
 wait "${PIDS[-1]}" || true
 expect "EMP_AFP_BULK=0 opens without the bulk socket" grep -q "ready bulk 0" "$T/rx0"
 
-# by default the split is on only where the receive copy runs on the sending
-# CPU: with RPS steering h1's frames to a CPU, it is off; EMP_AFP_BULK=1 forces it
+# unset, the split is off; auto turns it on only where the receive copy runs
+# on the sending CPU (a veth without RPS): with RPS steering h1's frames to a
+# CPU, auto leaves it off and EMP_AFP_BULK=1 turns it on
 opened() { # opened LOG ENV...: the bulk flag the driver opened with
-	env "${@:2}" ip netns exec "${PREFIX}1" "$ROOT/build/tests/ns/bulksplit" eth0 4321 1 0 > "$1" 2>&1 || true
+	env -u EMP_AFP_BULK "${@:2}" ip netns exec "${PREFIX}1" "$ROOT/build/tests/ns/bulksplit" eth0 4321 1 0 > "$1" 2>&1 || true
 	sed -n 's/^ready bulk \([01]\)$/\1/p' "$1"
 }
+unset_=$(opened "$T/def" X=1); auto_=$(opened "$T/auto" EMP_AFP_BULK=auto)
 on 1 sh -c 'echo 1 > /sys/class/net/eth0/queues/rx-0/rps_cpus'
-rps_default=$(opened "$T/rps0" X=1); rps_forced=$(opened "$T/rps1" EMP_AFP_BULK=1)
+rps_auto=$(opened "$T/rps0" EMP_AFP_BULK=auto); rps_forced=$(opened "$T/rps1" EMP_AFP_BULK=1)
 on 1 sh -c 'echo 0 > /sys/class/net/eth0/queues/rx-0/rps_cpus'
-expect "with RPS on, no bulk socket by default (${rps_default:-?})" [ "$rps_default" = 0 ]
-expect "with RPS on and EMP_AFP_BULK=1, the bulk socket (${rps_forced:-?})" [ "$rps_forced" = 1 ]
+expect "unset: no bulk socket (${unset_:-?})" [ "$unset_" = 0 ]
+expect "auto on a veth without RPS: the bulk socket (${auto_:-?})" [ "$auto_" = 1 ]
+expect "auto with RPS on: no bulk socket (${rps_auto:-?})" [ "$rps_auto" = 0 ]
+expect "EMP_AFP_BULK=1 with RPS on: the bulk socket (${rps_forced:-?})" [ "$rps_forced" = 1 ]
 
 # A stream through the shim (a plain program, blocking reads, both ends under
-# emp-run --strict): intact, and the reader's engine counts most of its frames
-# as read from the bulk socket (rx_bulk); with EMP_AFP_BULK=0, none.
+# emp-run --strict): with EMP_AFP_BULK=1 on the reader intact, and its engine
+# counts most of its frames as read from the bulk socket (rx_bulk); with
+# EMP_AFP_BULK=0, none.
 PY=/usr/bin/python3
 PROG=$ROOT/tests/ns/progs/blockread.py
 stream() { # stream PORT ENV: prints "frames-from-bulk frames-received"
@@ -88,8 +93,8 @@ print(e.get('rx_bulk', 0), e.get('rx_data', 0), e.get('bytes_received', 0))")
 	at_least "bytes the reader's engine received with $env" "$bytes" 20000000
 	echo "$env: $bulk of $frames data frames from the bulk socket"
 }
-stream 7410 X=1
-at_least "data frames read from the bulk socket (all but each message's first: 90 % at least)" "$bulk" $(( frames * 9 / 10 ))
+stream 7410 EMP_AFP_BULK=1
+at_least "data frames read from the bulk socket (all but each message's first, last and ack-asking ones: 90 % at least)" "$bulk" $(( frames * 9 / 10 ))
 stream 7411 EMP_AFP_BULK=0
 expect "EMP_AFP_BULK=0: no frame from the bulk socket" [ "$bulk" = 0 ]
 
@@ -105,7 +110,7 @@ expect "EMP_AFP_BULK=0: no frame from the bulk socket" [ "$bulk" = 0 ]
 (cat "$EMP_CONF"; echo "option ack_delay_us 1000000") > "$T/slow.conf"
 sleeper() { # sleeper MODE PORT: a reader in MODE (serve: blocking reads, serve-epoll: epoll_wait)
 	local mode=$1 port=$2
-	bg 2 "$T/slow$port.log" env EMP_CONF="$T/slow.conf" EMP_SOCK_BUFSZ=1048576 EMP_SPIN_US=0 EMP_GATHER_US=0 \
+	bg 2 "$T/slow$port.log" env EMP_AFP_BULK=1 EMP_CONF="$T/slow.conf" EMP_SOCK_BUFSZ=1048576 EMP_SPIN_US=0 EMP_GATHER_US=0 \
 		EMP_PROGRESS_THREAD=0 "$ER" --strict "$PY" "$PROG" "$mode" "$port"
 	wait_port 2 "$port"
 	on 1 env EMP_SOCK_BUFSZ=1048576 timeout 10 "$ER" --strict "$PY" "$PROG" send 10.77.0.2 "$port" 40000000 > "$T/cslow$port.log" 2>&1 &
