@@ -351,9 +351,14 @@ static int neg_server_begin(struct es_sock *s, int *res)
 	s->ng.sv.dl = t0 + es__g.neg_ms * 1000000ll;
 	s->ng.sv.gap = OFFER_GAP_NS;
 	/* A marked client binds its UDP twin right after its kernel connect
-	 * picked the port: an OFFER can beat it (ICMP). For a short while that
-	 * means "not yet" (the OFFER goes again soon), after it "plain". */
-	s->ng.sv.icmp_grace = s->ng.mark == MARK_EMP ? t0 + 20000000ll : t0;
+	 * picked the port: an OFFER can beat it (ICMP). For a while that means
+	 * "not yet" (the OFFER goes again soon), after it "plain": half the
+	 * negotiation's bound (250 ms), since a marked client preempted between
+	 * its connect and that bind is late, not plain. 20 ms was too short on a
+	 * loaded machine: t_fault_load (1000 connections from 4 hosts at once,
+	 * CI at nice 10) had one server fall back ("client host refused the
+	 * offer") in a clean-clone run, 2026-11-27. */
+	s->ng.sv.icmp_grace = s->ng.mark == MARK_EMP ? t0 + (int64_t)es__g.neg_ms * 500000ll : t0;
 	struct neg_msg o;
 	es__neg_fill(&o, N_OFFER, s);
 	R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);   /* a refusal shows in the settle's recv */
