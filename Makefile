@@ -130,7 +130,7 @@ $(B)/tests/test-shim: $(SHIM_TEST_SRC) $(PRE_OBJ) $(CORE_OBJ) $(HDRS) $(PRE_HDRS
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ipreload $(CFLAGS) $(SHIM_TEST_SRC) $(PRE_OBJ) $(CORE_OBJ) -o $@ $(LDLIBS)
 
-$(B)/tests/ns/%: tests/ns/progs/%.c $(B)/lib/libemp.a $(HDRS)
+$(B)/tests/ns/%: tests/ns/progs/%.c $(B)/lib/libemp.a $(HDRS) $(wildcard tests/ns/progs/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(B)/lib/libemp.a $(LDLIBS)
 

@@ -30,27 +30,28 @@
  * can look at without a system call, which a ping-pong's latency needs.
  *
  * So an endpoint may have two receive sockets, split by their BPF filters:
- * the frames of DATA messages of at least AFP_BULK_MIN bytes, except each
- * message's frame 0, go to the bulk socket bfd; everything else (acks,
- * control, short messages, frame 0) to fd and its ring. Frame 0 in the ring
- * tells a spinner that a long message is arriving: for AFP_BULK_ACTIVE_NS
- * after the latest such evidence a drive looks at bfd (one recvmmsg for up
- * to AFP_BULK_POOL frames, handed out over the engine's bursts), unless the
- * last look found it short and was less than look_ns ago (32-256 us, longer
- * while looks come back full: the message's last frame and those asking for
- * an ack come by the ring and force a look, so the pace only spreads the
- * copying; 8-64 us made the receiver's system calls per MB 70-83, above
+ * the DATA frames of messages of at least AFP_BULK_MIN bytes go to the bulk
+ * socket bfd, except each message's frame 0, its last frame and those asking
+ * for an ack; those and everything else (acks, control, short messages) go
+ * to fd and its ring. Any of them in the ring says that a long message is
+ * arriving: for AFP_BULK_ACTIVE_NS after the latest such evidence a drive
+ * looks at bfd (one recvmmsg for up to AFP_BULK_POOL frames, handed out over
+ * the engine's bursts), unless the last look found it short and was less
+ * than look_ns ago (32-256 us, longer while looks come back full: the last
+ * frame and those asking for an ack force a look, so the pace only spreads
+ * the copying; 8-64 us made the receiver's system calls per MB 70-83, above
  * kernel TCP's, for no more throughput); otherwise at most every
- * AFP_BULK_IDLE_NS (a frame 0 lost and sent again later). Waiters sleep on both sockets
- * (wait_fd and wait_fd2). Not on an epoll fd holding both: its entry on
- * bfd's wait queue ran for every frame queued there, inside the sender's
- * sendto on veth (4 % of the sender's CPU, 6.2-6.5 against 7.0 Gbit/s).
+ * AFP_BULK_IDLE_NS (a frame 0 lost and sent again later). Waiters sleep on
+ * both sockets (wait_fd and wait_fd2). Not on an epoll fd holding both: its
+ * entry on bfd's wait queue ran for every frame queued there, inside the
+ * sender's sendto on veth (4 % of the sender's CPU, 6.2-6.5 against 7.0
+ * Gbit/s).
  *
  * Off unless asked for (emp__afp_bulk_wanted: EMP_AFP_BULK=1, or auto for a
  * veth without RPS). EMP_AFP_RX=socket, where no ring is built at all, has
- * no split. A socket buffer the
- * process cannot raise to AFP_BULK_RCVBUF (no CAP_NET_ADMIN, a low
- * rmem_max) leaves the split off too: a bulk queue that small drops frames.
+ * no split. A socket buffer the process cannot raise to AFP_BULK_RCVBUF (no
+ * CAP_NET_ADMIN, a low rmem_max) leaves the split off too: a bulk queue that
+ * small drops frames.
  */
 
 #define AFP_BULK_MIN        (32u << 10)       /* message length that goes to bfd */
@@ -123,7 +124,7 @@ int emp__afp_bulk_wanted(const struct afp *a, const char *ifname)
  * frame to us). code has room for AFP_BPF_MAX; returns the length. */
 unsigned emp__afp_bulk_filter(const struct afp *a, int bulk, struct sock_filter *code)
 {
-	unsigned ACC = 0x40000, n = 0;
+	unsigned ACC = 0x40000;
 	/* jumps are relative: the last two instructions accept (len-2) and drop (len-1) */
 	if (!a->bulk) {
 		struct sock_filter plain[] = {
@@ -160,9 +161,8 @@ unsigned emp__afp_bulk_filter(const struct afp *a, int bulk, struct sock_filter 
 		/* 14 */ BPF_STMT(BPF_RET | BPF_K, no),
 		/* 15 */ BPF_STMT(BPF_RET | BPF_K, 0),
 	};
-	n = sizeof(split) / sizeof(split[0]);
 	memcpy(code, split, sizeof(split));
-	return n;
+	return sizeof(split) / sizeof(split[0]);
 }
 
 /* bfd and its pool, before fd exists (its filter depends on a->bulk). Not
@@ -242,7 +242,7 @@ static int long_msg(struct afp *a, const struct emp_rxframe *f, unsigned n)
  * MB); otherwise every AFP_BULK_IDLE_NS (a sender's drives after each post
  * make no call). Read without the engine's lock by spinners (rx_pending). A
  * sleeper woken by bfd inside look_ns spins until the look is due. */
-int emp__afp_bulk_due(const struct afp *a, uint64_t now)
+static int due(const struct afp *a, uint64_t now)
 {
 	if (__atomic_load_n(&a->bleft, __ATOMIC_RELAXED))
 		return 1;                        /* the last look's frames are not all taken */
@@ -253,20 +253,30 @@ int emp__afp_bulk_due(const struct afp *a, uint64_t now)
 	       now - last >= __atomic_load_n(&a->blook_ns, __ATOMIC_RELAXED);
 }
 
-/* rx_pending's part (spinners, without the engine's lock): between long
- * messages only every 32nd call reads the clock, so that a ping-pong's spin
- * does not pay for it on every turn */
+/* The clock for a look's decision, or 0 to skip it: between long messages
+ * (a ping-pong's spin turns and polls) it is read on every 32nd call only;
+ * an active period found over is ended (unless the engine just renewed it).
+ * Spinners call it without the engine's lock: the count is racy, which only
+ * moves the 32nd call. */
+static uint64_t look_clock(struct afp *a)
+{
+	unsigned k = __atomic_add_fetch(&a->bidle, 1, __ATOMIC_RELAXED);
+	uint64_t until = __atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED);
+	if (!until && (k & 31))
+		return 0;
+	uint64_t now = mono_ns();
+	if (until && now >= until)
+		__atomic_compare_exchange_n(&a->bactive_until, &until, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return now;
+}
+
+/* rx_pending's part (spinners, without the engine's lock) */
 int emp__afp_bulk_pending(struct afp *a)
 {
 	if (__atomic_load_n(&a->bleft, __ATOMIC_RELAXED))
 		return 1;
-	unsigned k = __atomic_add_fetch(&a->bspins, 1, __ATOMIC_RELAXED);
-	if ((k & 31) && !__atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED))
-		return 0;
-	uint64_t now = mono_ns(), until = __atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED);
-	if (until && now >= until)           /* idle again, unless the engine just said otherwise */
-		__atomic_compare_exchange_n(&a->bactive_until, &until, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-	return emp__afp_bulk_due(a, now);
+	uint64_t now = look_clock(a);
+	return now && due(a, now);
 }
 
 /* Up to max frames from bfd: what the last look left in the pool, else a
@@ -276,14 +286,8 @@ int emp__afp_bulk_pending(struct afp *a)
 static int bulk_rx(struct afp *a, struct emp_rxframe *f, unsigned max, int force)
 {
 	if (a->bhead == a->bfill) {
-		/* between long messages (a ping-pong's polls) the clock is read on
-		 * every 32nd call only */
-		if (!force && !__atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED) && (++a->bidle & 31))
-			return 0;
-		uint64_t now = mono_ns(), until = __atomic_load_n(&a->bactive_until, __ATOMIC_RELAXED);
-		if (until && now >= until)
-			__atomic_compare_exchange_n(&a->bactive_until, &until, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-		if (!force && !emp__afp_bulk_due(a, now))
+		uint64_t now = force ? mono_ns() : look_clock(a);
+		if (!force && (!now || !due(a, now)))
 			return 0;
 		struct mmsghdr mm[AFP_BULK_POOL];
 		struct iovec iov[AFP_BULK_POOL];

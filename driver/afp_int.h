@@ -112,8 +112,7 @@ struct afp {
 	int last_bulk;          /* the last burst came from bfd (nothing to release) */
 	int bdrained;           /* the last look took fewer frames than it asked for */
 	uint64_t blast_look, blook_ns, bactive_until;
-	unsigned bspins;        /* rx_pending calls (racy): an idle one reads the clock every 32nd */
-	unsigned bidle;         /* the same for the engine's bursts */
+	unsigned bidle;         /* looks decided between long messages (racy): every 32nd reads the clock */
 	uint64_t bframes, bcalls, bdrops;   /* frames and recvmmsg calls on bfd; its kernel drops */
 	void (*kick)(void *arg);          /* emp_dev_params.kick */
 	void *kick_arg;
@@ -134,7 +133,6 @@ int emp__afp_bulk_wanted(const struct afp *a, const char *ifname);
 unsigned emp__afp_bulk_filter(const struct afp *a, int bulk, struct sock_filter *code);
 void emp__afp_bulk_open(struct afp *a, const char *ifname);
 void emp__afp_bulk_close(struct afp *a);
-int emp__afp_bulk_due(const struct afp *a, uint64_t now);
 int emp__afp_bulk_pending(struct afp *a);
 int emp__afp_bulk_burst(struct afp *a, struct emp_rxframe *f, unsigned max);
 int emp__afp_main_rx(struct afp *a, struct emp_rxframe *f, unsigned max);

@@ -1,41 +1,24 @@
-/* bulksplit.c: the AF_PACKET driver on its own, receiving frames that another host marks with the socket they must reach (afp_bulk.c): the bulk socket takes exactly the frames of long DATA messages after their first, the ring the rest. */
+/* bulksplit.c: the AF_PACKET driver on its own, receiving frames that another host marks with the socket they must reach (afp_bulk.c): the bulk socket takes exactly the frames of long DATA messages other than their first, their last and those asking for an ack, the ring the rest. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "afp_int.h"
-#include "driver.h"
-#include "proto.h"
+#include "drvprog.h"
 
 /* usage: bulksplit IFNAME ENDPOINT COUNT SECONDS
  * Each frame (EtherType 0x88b5, to ENDPOINT) ends with 5 bytes: its number
  * (big-endian) and 'B' (it must come from the bulk socket) or 'R' (from fd
  * and its ring). Prints the counts; exits 0 only when all COUNT frames came,
  * each by its path, no bulk frame twice, and bulk frames alone woke a sleeper on wait_fd2. */
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: bulksplit IFNAME ENDPOINT COUNT SECONDS\n");
-		return 2;
-	}
+	int status = 1;
+	void *dev = drv_open(argc, argv, "bulksplit", &status);
+	if (!dev)
+		return status;
 	unsigned count = (unsigned)atoi(argv[3]);
-	char err[256] = "";
-	struct emp_dev_params p = { .ifname = argv[1], .ethertype = EMP_ETHERTYPE_DEFAULT,
-				    .endpoint = (uint16_t)atoi(argv[2]), .err = err, .errlen = sizeof(err) };
-	void *dev;
-	if (emp__afpacket_ops.open(&p, &dev) < 0) {
-		fprintf(stderr, "bulksplit: open: %s\n", err);
-		return 1;
-	}
 	struct afp *a = dev;
 	uint8_t *seen = calloc(count, 1);
 	unsigned distinct = 0, dups = 0, bdups = 0, bad = 0, bulk_ok = 0, ring_ok = 0, wrong = 0, woken = 0;

@@ -6,37 +6,19 @@
 #include <string.h>
 #include <time.h>
 
-#include "afp_int.h"
-#include "driver.h"
-#include "proto.h"
+#include "drvprog.h"
 
 /* usage: ringswitch IFNAME ENDPOINT COUNT SECONDS
  * Frames (sent by another host with EtherType 0x88b5 to ENDPOINT) carry their
  * number, big-endian, at byte 40. Prints "got D of COUNT distinct, ... mode M"
  * and exits 0 only when every number arrived and the ring is in use. */
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: ringswitch IFNAME ENDPOINT COUNT SECONDS\n");
-		return 2;
-	}
+	int status = 1;
+	void *dev = drv_open(argc, argv, "ringswitch", &status);
+	if (!dev)
+		return status;
 	unsigned count = (unsigned)atoi(argv[3]);
-	char err[256] = "";
-	struct emp_dev_params p = { .ifname = argv[1], .ethertype = EMP_ETHERTYPE_DEFAULT,
-				    .endpoint = (uint16_t)atoi(argv[2]), .err = err, .errlen = sizeof(err) };
-	void *dev;
-	int rc = emp__afpacket_ops.open(&p, &dev);
-	if (rc < 0) {
-		fprintf(stderr, "ringswitch: open: %s\n", err);
-		return 1;
-	}
 	struct afp *a = dev;
 	uint8_t *seen = calloc(count, 1);
 	unsigned distinct = 0, dups = 0, bad = 0, from_ring = 0, late_dups = 0, ring_seen = 0;
