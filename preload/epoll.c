@@ -188,6 +188,17 @@ struct es_epset *es__ep_set_get(int epfd, int create)
 	return set;
 }
 
+/* a device fd into a kernel set: frames wake one sleeping set, not all
+ * (EPOLLEXCLUSIVE where the kernel has it) */
+static void dev_add(int epfd, int fd, int which)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = es__ep_cookie + which };
+	if (R_(epoll_ctl)(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		ev.events = EPOLLIN;
+		R_(epoll_ctl)(epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+}
+
 /* our entries into the kernel set, once (DEV again when the engine came later) */
 int es__ep_set_arm(struct es_epset *set)
 {
@@ -221,20 +232,9 @@ int es__ep_set_arm(struct es_epset *set)
 	}
 	emp_endpoint_t *ep = __atomic_load_n(&es__g.ep, __ATOMIC_ACQUIRE);
 	if (!set->dev_in && ep && emp_wait_fd(ep) >= 0) {
-		ev.events = EPOLLIN | EPOLLEXCLUSIVE;   /* frames wake one sleeping set, not all */
-		ev.data.u64 = es__ep_cookie + C_DEV;
-		if (R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd(ep), &ev) < 0) {
-			ev.events = EPOLLIN;
-			R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd(ep), &ev);
-		}
-		if (emp_wait_fd2(ep) >= 0) {
-			ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-			ev.data.u64 = es__ep_cookie + C_DEV2;
-			if (R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd2(ep), &ev) < 0) {
-				ev.events = EPOLLIN;
-				R_(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, emp_wait_fd2(ep), &ev);
-			}
-		}
+		dev_add(set->epfd, emp_wait_fd(ep), C_DEV);
+		if (emp_wait_fd2(ep) >= 0)
+			dev_add(set->epfd, emp_wait_fd2(ep), C_DEV2);
 		set->dev_in = 1;
 	}
 	return 0;
