@@ -90,7 +90,10 @@ static void *echo_loop(void *arg)
 			if (n != 1)
 				die(n ? "poll" : "poll: no data for 10 s");
 		}
+		double t0 = mono();
 		ssize_t r = read(e->fd, b, sizeof b);   /* read: blocks here */
+		if (mono() - t0 > BOUND / 2)   /* evidence for a stuck round (the client reports it) */
+			printf("server: round %ld's read returned %zd after %.0f ms\n", e->rounds, r, (mono() - t0) * 1000);
 		if (r == 0)
 			break;
 		if (r < 0)
@@ -293,6 +296,47 @@ static uint64_t xs(void)
 	return rng;
 }
 
+/* A stuck round's evidence: every live endpoint's state now (empstat, both
+ * ends: credits, frames in flight, drops), then whether the echo comes at
+ * all within STUCK_MORE (late: a slow rescue such as a timer; never: lost),
+ * and the state again. WAKEUP_EMPSTAT names the tool. */
+#define STUCK_MORE 4.0
+static void empstat_all(void)
+{
+	const char *t = getenv("WAKEUP_EMPSTAT");
+	if (!t)
+		return;
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd,
+		 "for p in $(ls /dev/shm | sed -n 's/^emp\\.\\([0-9]*\\)\\..*/\\1/p' | sort -u); do "
+		 "grep -qx wakeup /proc/$p/comm 2>/dev/null || continue; '%s' $p; "
+		 "for t in /proc/$p/task/*; do echo \"task ${t##*/} $(cat $t/comm) wchan $(cat $t/wchan) "
+		 "syscall $(cat $t/syscall)\"; done; ls -l /proc/$p/fd | sed -n 's/.* \\([0-9]*\\) -> /fd \\1 /p'; "
+		 "done 1>&2", t);
+	unsetenv("LD_PRELOAD");
+	if (system(cmd) != 0)
+		fprintf(stderr, "wakeup: empstat failed\n");
+}
+
+static void stuck_report(int s, size_t missing, double t0)
+{
+	empstat_all();
+	char e[256];
+	size_t got = 0;
+	while (got < missing && mono() - t0 < BOUND + STUCK_MORE) {
+		struct pollfd p = { s, POLLIN, 0 };
+		if (poll(&p, 1, 50) > 0) {
+			ssize_t k = read(s, e, missing - got);
+			if (k <= 0)
+				break;
+			got += (size_t)k;
+		}
+	}
+	fprintf(stderr, "wakeup: after the bound: %zu of the %zu missing bytes came, %.0f ms after the write\n", got,
+		missing, (mono() - t0) * 1000);
+	empstat_all();
+}
+
 /* one round on s: a random pause, a message, its echo within BOUND; returns its time */
 static double round_on(int s, long i)
 {
@@ -315,6 +359,7 @@ static double round_on(int s, long i)
 		if (r <= 0 || mono() - t0 > BOUND) {
 			fprintf(stderr, "wakeup: round %ld stuck: %zu of %zu bytes echoed after %.0f ms\n", i, got, n,
 				(mono() - t0) * 1000);
+			stuck_report(s, n - got, t0);
 			exit(1);
 		}
 		ssize_t k = read(s, e + got, n - got);

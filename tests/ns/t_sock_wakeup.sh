@@ -16,7 +16,7 @@ run() { # run single|cross epoll|poll|read
 	bg 2 "$T/s-$1-$2.log" env EMP_SPIN_US=${WAKEUP_SPIN_US:-0} "$ER" --strict "$WK" server $port "$1" "$2"
 	local srv=${PIDS[-1]}
 	wait_port 2 $port
-	on 1 "$ER" --strict "$WK" client 10.77.0.2 $port "$1" "$ROUNDS" > "$T/c-$1-$2.log" 2>&1 \
+	on 1 env WAKEUP_EMPSTAT="$ROOT/build/bin/empstat" "$ER" --strict "$WK" client 10.77.0.2 $port "$1" "$ROUNDS" > "$T/c-$1-$2.log" 2>&1 \
 		|| { cat "$T/c-$1-$2.log" "$T/s-$1-$2.log"; fail "$1 $2: a round was stuck (a lost wakeup) or failed"; }
 	wait "$srv" || { cat "$T/s-$1-$2.log"; fail "$1 $2: server"; }
 	echo "== $1 $2"; cat "$T/c-$1-$2.log" "$T/s-$1-$2.log"
