@@ -464,7 +464,10 @@ void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now)
 {
 	if (fw->txn && (fw->hold_ok || fw->bulk_ok) && bulk_hold(fw, now))
 		return;
-	int may = fw->txn && fw->tx_holdable && fw->cfg.ack_hold_ns && (fw->hold_ok || fw->tx_hold_until);
+	/* a hold already started lasts through other looks, not into a sleep
+	 * (bulk_ok without hold_ok: the thread's look before it sleeps) */
+	int may = fw->txn && fw->tx_holdable && fw->cfg.ack_hold_ns &&
+		  (fw->hold_ok || (fw->tx_hold_until && !fw->bulk_ok));
 	if (may && fw->hold_ok && fw->hold_ns) {
 		flush_keeping_acks(fw, now);
 		return;

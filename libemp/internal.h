@@ -92,6 +92,10 @@ int emp__drive_sleep(struct emp_endpoint *ep);
 /* the same, but a bulk stream's acks may wait (emp__fw_bulk_deadline): the
  * caller's sleep ends by then */
 int emp__drive_nap(struct emp_endpoint *ep);
+/* the same after a sleep, for a thread that may answer what it takes now:
+ * an ack may wait for the reply, as after a post (the thread's next look
+ * before a sleep sends it if no reply came) */
+int emp__drive_woken(struct emp_endpoint *ep);
 /* the same, waiting for the engine lock rather than leaving it to its holder */
 int emp__drive_sure(struct emp_endpoint *ep);
 /* the same, and nothing held back (exit, an explicit flush) */

@@ -21,7 +21,11 @@
  * flowing) is followed by another spin of spin_us rather than by one sleep
  * per frame batch; that spin stops at the first yield that finds the CPU
  * wanted. A bulk stream's acks may wait in the engine while the thread
- * sleeps (emp__drive_nap): the sleep ends when they are due.
+ * sleeps (emp__drive_nap): the sleep ends when they are due. No other ack
+ * is held into a sleep (the look before it sends them). The look after a
+ * sleep may hold the ack of a request that woke the thread, as a spin's look
+ * does (emp__drive_woken): a server that slept answers with one frame, the
+ * reply carrying the ack, instead of two.
  *
  * Spinning threads yield the CPU now and then, for a peer that shares it on a
  * small host; a yield that comes back at once (nobody else wanted the CPU)
@@ -328,7 +332,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 		if (rc == 1)
 			break;
-		emp__drive_nap(ep);
+		emp__drive_woken(ep);           /* a request that woke us: its ack may ride in our answer */
 		now = emp__now(ep);
 		if (w->done(w->arg))
 			rc = 1;

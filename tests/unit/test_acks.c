@@ -1,4 +1,4 @@
-/* test_acks.c: where completion acks go when the receiving thread is an event loop (emp_defer): kept for its replies, alone at the round's bound. */
+/* test_acks.c: where completion acks go when the receiving thread is an event loop (emp_defer) or has just slept: kept for its replies, alone at the round's bound or before its next sleep. */
 #include <string.h>
 #include "runner.h"
 #include "harness.h"
@@ -133,11 +133,109 @@ static void two_acks(int auth)
 	}
 }
 
+/* A thread that slept until a request came may answer it: the request's ack
+ * waits for the answer and rides in it (one frame, not two), as after a post
+ * or a spin. An ack held back that way does not last into the thread's next
+ * sleep: its look before the sleep sends it (held through the sleep, it went
+ * only when the peer had resent its message). */
+struct woke {
+	struct harness *h;
+	emp_req_t *r;                    /* done when it completes (NULL: never) */
+	struct iovec *ping;              /* h0 sends it while h1 sleeps, into *sent */
+	emp_req_t **sent;
+	int sleeps;
+	uint64_t frames0, sent_at_sleep[2];   /* h1's frames on the wire at sleeps 1, 2 (tx_acks counts queued ones) */
+};
+static int woke_done(void *arg)
+{
+	struct woke *w = arg;
+	return w->r && req_done(w->r);
+}
+/* h0 works for 100 us while h1 is frozen (h_run_only would crawl: the
+ * frames waiting for h1 are due events all along) */
+static void peer_runs(struct harness *h)
+{
+	h->now += 100 * US;
+	for (int i = 0; i < 32; i++)
+		emp_progress(h->ep[0]);
+}
+
+static int woke_sleep(void *arg, int64_t ns)
+{
+	struct woke *w = arg;
+	(void)ns;
+	if (w->sleeps < 2)
+		w->sent_at_sleep[w->sleeps] = h_ctr(w->h, 1).tx_frames - w->frames0;
+	if (!w->sleeps++) {
+		if (w->ping)
+			CHECK_EQ(emp_post_send(w->h->ep[0], h_addr(1), 7, w->ping, 1, w->sent), 0);
+	}
+	peer_runs(w->h);
+	return 0;
+}
+
+static void t_woken_ack(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);
+	h_xfer(&h, 1, 0, 100, 1, 2, 60 * SEC);
+	h.ep[1]->spin_ns = 0;                      /* the waiter sleeps at once */
+	uint8_t ping[4] = { 1, 2, 3, 4 }, pong[4] = { 5, 6, 7, 8 }, r0[4], r1[4];
+	struct iovec vp = { ping, 4 }, vq = { pong, 4 }, v0 = { r0, 4 }, v1 = { r1, 4 };
+	emp_req_t *s0, *s1, *q0, *q1;
+	struct emp_status st;
+	/* 1. the request comes while h1 sleeps; h1 answers it at once */
+	CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 7, &v0, 1, &q0), 0);
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
+	h_run(&h, NULL, NULL, 1 * MS);
+	struct emp_counters a0 = h_ctr(&h, 0), a1 = h_ctr(&h, 1);
+	struct woke w = { &h, q1, &vp, &s0, 0, a1.tx_frames, { 0 } };
+	struct emp_waitfor wf = { .done = woke_done, .sleep = woke_sleep, .arg = &w, .timeout_ns = 10 * MS };
+	CHECK_EQ(emp_wait_for(h.ep[1], &wf), 1);
+	CHECK_MSG(w.sleeps >= 1, "the waiter slept %d times", w.sleeps);
+	CHECK(!memcmp(r1, ping, 4));
+	CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 7, &vq, 1, &s1), 0);
+	struct emp_counters b1 = h_ctr(&h, 1);
+	CHECK_MSG(b1.tx_frames - a1.tx_frames == 1 && b1.piggy_acks - a1.piggy_acks == 1,
+		  "h1 sent %llu frames (%llu acks riding in data) for the answer and the ack: 1 and 1 expected",
+		  (unsigned long long)(b1.tx_frames - a1.tx_frames), (unsigned long long)(b1.piggy_acks - a1.piggy_acks));
+	CHECK(h_wait(&h, 0, q0, &st, 10 * MS));
+	CHECK(!memcmp(r0, pong, 4));
+	CHECK(h_wait(&h, 0, s0, &st, 10 * MS));
+	CHECK(h_wait(&h, 1, s1, &st, 10 * MS));
+	/* 2. h1 waits for another request (tag 8, never sent); the one that
+	 * wakes it is taken by the look after the sleep, which may hold its ack;
+	 * no answer comes, h1 sleeps again: the ack leaves before that sleep */
+	emp_req_t *q8;
+	uint8_t r8[4];
+	struct iovec v8 = { r8, 4 };
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 8, &v8, 1, &q8), 0);
+	h_run(&h, NULL, NULL, 1 * MS);
+	struct emp_counters c1 = h_ctr(&h, 1);
+	struct woke w2 = { &h, q8, &vp, &s0, 0, c1.tx_frames, { 0 } };
+	struct emp_waitfor wf2 = { .done = woke_done, .sleep = woke_sleep, .arg = &w2, .timeout_ns = 1 * MS };
+	CHECK_EQ(emp_wait_for(h.ep[1], &wf2), 0);
+	CHECK(req_done(q1));
+	CHECK_MSG(w2.sleeps >= 2 && w2.sent_at_sleep[1] == 1,
+		  "slept %d times; h1's frames (the ack) sent before its second sleep: %llu (1)", w2.sleeps,
+		  (unsigned long long)w2.sent_at_sleep[1]);
+	CHECK(h_wait(&h, 0, s0, &st, 10 * MS));
+	struct emp_counters e0 = h_ctr(&h, 0), e1 = h_ctr(&h, 1);
+	CHECK_EQ(e0.retransmits, a0.retransmits);
+	CHECK_EQ(e1.retransmits, a1.retransmits);
+	CHECK_EQ(e0.drops_total, a0.drops_total);
+	CHECK_EQ(e1.drops_total, a1.drops_total);
+	h_free(&h);
+}
+
 static void t_round_ack(void) { round_ack(0); two_acks(0); }
 static void t_round_ack_auth(void) { round_ack(1); two_acks(1); }
 
 static const struct emp_test tests[] = {
 	{ "engine_round_ack", t_round_ack, 30 },
+	{ "engine_woken_ack", t_woken_ack, 30 },
 	{ "engine_round_ack_auth", t_round_ack_auth, 30 },
 };
 const struct emp_test_suite emp_suite_acks = { "acks", tests, sizeof(tests) / sizeof(tests[0]) };
