@@ -521,6 +521,11 @@ static int afp_wait_fd2(void *priv)
 static uint64_t afp_next_event(void *priv)
 {
 	const struct afp *a = priv;
+	/* the bulk socket's last look read frames the engine has not taken yet
+	 * (a poll can end on a short burst of fd's): neither fd shows them, so
+	 * a waiter's sleep ends at once, and the next look takes them */
+	if (a->bulk && __atomic_load_n(&a->bleft, __ATOMIC_RELAXED))
+		return emp__afp_clock_ns(CLOCK_MONOTONIC);
 	int m = __atomic_load_n(&a->mode, __ATOMIC_ACQUIRE);
 	if (m != AFP_SWITCH && m != AFP_RINGH)
 		return UINT64_MAX;
