@@ -3,17 +3,18 @@
 # timeout: 90
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
-mac1=$(awk '$2 == "h1" { print $4 }' "$EMP_CONF")
-mac2=$(awk '$2 == "h2" { print $4 }' "$EMP_CONF")
+mac1=$(mac_of 1)
+mac2=$(mac_of 2)
 cat >"$T/send.py" <<'PY'
 import socket, struct, sys, time
-ifname, dst, src, n = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), bytes.fromhex(sys.argv[3].replace(":", "")), int(sys.argv[4])
+sys.path.insert(0, sys.argv[5])
+from inject import ETYPE, common, data, mac   # the wire format's builders
+ifname, dst, src, n = sys.argv[1], mac(sys.argv[2]), mac(sys.argv[3]), int(sys.argv[4])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((ifname, 0))
 def frame(k, mark, typ=1, ver=2, ep=4321, fr=1, mlen=131072, pay=1400, fl=0):
-    common = struct.pack(">IHHHIIHHI", 0, ver << 12 | typ << 9 | fl, ep, 9, 0, 0, 0, 0, 7)
-    data = struct.pack(">I", fr)[1:] + struct.pack(">IIHB", mlen, 5, 1460, 0)
-    return dst + src + struct.pack(">H", 0x88B5) + common + data + b"p" * pay + struct.pack(">I", k) + mark
+    head = common(ep, 9, typ, flags=fl, version=ver, src_inc=0, session=0, msg_id=7) + data(fr, mlen, 5, 1460)
+    return dst + src + struct.pack(">H", ETYPE) + head + b"p" * pay + struct.pack(">I", k) + mark
 # (mark, kwargs): the path each kind must take
 kinds = [("B", {}), ("B", {"fr": 256}), ("B", {"fr": 1 << 16}), ("B", {"mlen": 32768}),
          ("B", {"ver": 10}), ("B", {"fl": 1 | 1 << 8}), ("R", {"fr": 0}), ("R", {"mlen": 32767, "fr": 5}),
@@ -36,7 +37,7 @@ PY
 N=2000
 EMP_AFP_BULK=1 bg 1 "$T/rx" "$ROOT/build/tests/ns/bulksplit" eth0 4321 "$N" 30
 for i in $(seq 100); do grep -q ready "$T/rx" 2>/dev/null && break; sleep 0.05; done
-on 2 python3 "$T/send.py" eth0 "$mac1" "$mac2" "$N"
+on 2 python3 "$T/send.py" eth0 "$mac1" "$mac2" "$N" "$ROOT/tests/ns/progs"
 rc=0; wait "${PIDS[0]}" || rc=$?
 cat "$T/rx"
 expect "the driver opened with the bulk socket" grep -q "ready bulk 1" "$T/rx"

@@ -6,14 +6,17 @@ cluster_up
 T=$(mktemp -d)
 trap 'rm -rf "$T"; cleanup' EXIT
 N=20000
-mac1=$(awk '$2 == "h1" { print $4 }' "$EMP_CONF")
-mac2=$(awk '$2 == "h2" { print $4 }' "$EMP_CONF")
+mac1=$(mac_of 1)
+mac2=$(mac_of 2)
 cat >"$T/send.py" <<'PY'
 import socket, struct, sys, time
-ifname, dst, src, n = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), bytes.fromhex(sys.argv[3].replace(":", "")), int(sys.argv[4])
+sys.path.insert(0, sys.argv[5])
+from inject import ETYPE, common, mac   # the wire format's builders
+ifname, dst, src, n = sys.argv[1], mac(sys.argv[2]), mac(sys.argv[3]), int(sys.argv[4])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((ifname, 0))
-head = dst + src + struct.pack(">H", 0x88B5) + struct.pack(">IHHH", 0, 2 << 12 | 1 << 9, 4321, 9) + b"\0" * 16   # wire v2: csum, vtf, dst_ep at 6, src_ep; the number at 40
+# a DATA frame's common header to endpoint 4321 (all ids 0); the number at 40
+head = dst + src + struct.pack(">H", ETYPE) + common(4321, 9, 1, src_inc=0, session=0, msg_id=0)
 t0 = time.monotonic()
 for k in range(n):
     s.send(head + struct.pack(">I", k) + b"p" * 20)
@@ -25,7 +28,7 @@ PY
 # the build starts at the first frame read (EMP_AFP_RING_AFTER=1)
 EMP_AFP_BULK=0 EMP_AFP_RING_AFTER=1 bg 1 "$T/rx" "$ROOT/build/tests/ns/ringswitch" eth0 4321 "$N" 20
 for i in $(seq 100); do grep -q ready "$T/rx" 2>/dev/null && break; sleep 0.05; done
-on 2 python3 "$T/send.py" eth0 "$mac1" "$mac2" "$N"
+on 2 python3 "$T/send.py" eth0 "$mac1" "$mac2" "$N" "$ROOT/tests/ns/progs"
 rc=0; wait "${PIDS[0]}" || rc=$?
 cat "$T/rx"
 expect "every numbered frame arrived across the ring switch-over" grep -q "got $N of $N distinct" "$T/rx"

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 AF="python3 $ROOT/tests/ns/progs/authforge.py"
 cluster_up
-M2=$(on 2 cat /sys/class/net/eth0/address)
+M2=$(mac_of 2)
 # the cluster secret: 32 random bytes, mode 0600, owned by root (we are root)
 KEY=$EMP_CLUSTER_DIR/auth.key
 head -c 32 /dev/urandom > "$KEY"

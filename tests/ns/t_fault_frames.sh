@@ -4,7 +4,6 @@
 . "$(dirname "$0")/lib.sh"
 cluster_up
 T=$(mktemp -d)
-mac_of() { on "$1" cat /sys/class/net/eth0/address; }
 M1=$(mac_of 1); M2=$(mac_of 2)
 bg 2 "$T/srv" env EMP_TOOL_COUNTERS=1 "$BIN/emp-pingpong" -s --once
 sleep 0.3

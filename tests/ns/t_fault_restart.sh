@@ -10,7 +10,7 @@ FT=$ROOT/build/tests/sock/faultt
 FR="python3 $ROOT/tests/ns/progs/frames.py"
 BYTES=${FAULT_RESTART_BYTES:-50000000}
 cluster_up
-M2=$(on 2 cat /sys/class/net/eth0/address)
+M2=$(mac_of 2)
 
 wait_for() {
 	local i
