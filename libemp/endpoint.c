@@ -222,11 +222,6 @@ int emp__drive_nap(struct emp_endpoint *ep)
 	return drive_ex(ep, HOLD_SLEEP, 0);
 }
 
-int emp__drive_woken(struct emp_endpoint *ep)
-{
-	return drive_ex(ep, 1, 0);
-}
-
 int emp__drive_sure(struct emp_endpoint *ep)
 {
 	return drive_ex(ep, -1, 1);

@@ -82,7 +82,9 @@ static inline uint64_t emp__now(struct emp_endpoint *ep)
 int emp__drive(struct emp_endpoint *ep);
 /* the progress thread's: -EBUSY when another thread held the engine lock */
 int emp__drive_try(struct emp_endpoint *ep);
-/* the same from a thread that has just posted (a held ack may wait for its reply) */
+/* the same from a thread that has just posted, or has just woken from a sleep
+ * and may answer what it takes now (a held ack may wait for its reply; the
+ * thread's next look before a sleep sends it if no reply came) */
 int emp__drive_post(struct emp_endpoint *ep);
 /* the same for a spinning caller: skips the engine when nothing is waiting */
 int emp__drive_spin(struct emp_endpoint *ep);
@@ -92,10 +94,6 @@ int emp__drive_sleep(struct emp_endpoint *ep);
 /* the same, but a bulk stream's acks may wait (emp__fw_bulk_deadline): the
  * caller's sleep ends by then */
 int emp__drive_nap(struct emp_endpoint *ep);
-/* the same after a sleep, for a thread that may answer what it takes now:
- * an ack may wait for the reply, as after a post (the thread's next look
- * before a sleep sends it if no reply came) */
-int emp__drive_woken(struct emp_endpoint *ep);
 /* the same, waiting for the engine lock rather than leaving it to its holder */
 int emp__drive_sure(struct emp_endpoint *ep);
 /* the same, and nothing held back (exit, an explicit flush) */

@@ -333,7 +333,7 @@ int emp__progress_start(struct emp_endpoint *ep)
 		emp__set_error("emp: cannot create the progress loop");
 		return -ENOMEM;
 	}
-	pg->fd = ep->ops->wait_fd ? ep->ops->wait_fd(ep->dev) : -1;
+	pg->fd = ep->dev_fd;             /* the driver's wait fds, as open_backend took them */
 	pg->tfd = emp__sys_fd_high(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
 	pg->armed = UINT64_MAX;
 	pg->tick_s = TICK_MIN;
@@ -352,7 +352,7 @@ int emp__progress_start(struct emp_endpoint *ep)
 		ev_io_init(&pg->io, io_cb, pg->fd, EV_READ);
 		pg->io.data = pg;
 	}
-	pg->fd2 = ep->ops->wait_fd2 && pg->fd >= 0 ? ep->ops->wait_fd2(ep->dev) : -1;
+	pg->fd2 = pg->fd >= 0 ? ep->dev_fd2 : -1;
 	if (pg->fd2 >= 0) {
 		ev_io_init(&pg->io2, io2_cb, pg->fd2, EV_READ);
 		pg->io2.data = pg;

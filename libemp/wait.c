@@ -24,7 +24,7 @@
  * sleeps (emp__drive_nap): the sleep ends when they are due. No other ack
  * is held into a sleep (the look before it sends them). The look after a
  * sleep may hold the ack of a request that woke the thread, as a spin's look
- * does (emp__drive_woken): a server that slept answers with one frame, the
+ * does (emp__drive_post): a server that slept answers with one frame, the
  * reply carrying the ack, instead of two.
  *
  * Spinning threads yield the CPU now and then, for a peer that shares it on a
@@ -332,7 +332,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 		if (rc == 1)
 			break;
-		emp__drive_woken(ep);           /* a request that woke us: its ack may ride in our answer */
+		emp__drive_post(ep);            /* a request that woke us: its ack may ride in our answer, as after a post */
 		now = emp__now(ep);
 		if (w->done(w->arg))
 			rc = 1;

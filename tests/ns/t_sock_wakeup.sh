@@ -23,7 +23,7 @@ run() { # run single|cross epoll|poll|read
 	local want=$ROUNDS; [ "$1" = cross ] && want=$((2 * ROUNDS))
 	at_least "EMP frames into h2 ($1 $2: one message a round)" $(( $(emp_rx 2) - f0 )) "$want"
 	# the sleeping server's ack of each message rides in its echo (libemp
-	# wait.c emp__drive_woken), not in a frame of its own (2 a round before)
+	# wait.c: the look after its sleep), not in a frame of its own (2 a round before)
 	[ "$1" = single ] && at_most "EMP frames into h1 ($1 $2: the echo carries the ack)" \
 		$(( $(emp_rx 1) - h0 )) $(( ROUNDS * 5 / 4 ))
 	return 0
