@@ -6,12 +6,11 @@ cluster_up
 mac1=$(mac_of 1)
 mac2=$(mac_of 2)
 cat >"$T/send.py" <<'PY'
-import socket, struct, sys, time
+import struct, sys, time
 sys.path.insert(0, sys.argv[5])
-from inject import ETYPE, common, data, mac   # the wire format's builders
+from inject import ETYPE, common, data, mac, open_raw   # the wire format's builders
 ifname, dst, src, n = sys.argv[1], mac(sys.argv[2]), mac(sys.argv[3]), int(sys.argv[4])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((ifname, 0))
+s = open_raw(ifname)
 def frame(k, mark, typ=1, ver=2, ep=4321, fr=1, mlen=131072, pay=1400, fl=0):
     head = common(ep, 9, typ, flags=fl, version=ver, src_inc=0, session=0, msg_id=7) + data(fr, mlen, 5, 1460)
     return dst + src + struct.pack(">H", ETYPE) + head + b"p" * pay + struct.pack(">I", k) + mark

@@ -9,12 +9,11 @@ N=20000
 mac1=$(mac_of 1)
 mac2=$(mac_of 2)
 cat >"$T/send.py" <<'PY'
-import socket, struct, sys, time
+import struct, sys, time
 sys.path.insert(0, sys.argv[5])
-from inject import ETYPE, common, mac   # the wire format's builders
+from inject import ETYPE, common, mac, open_raw   # the wire format's builders
 ifname, dst, src, n = sys.argv[1], mac(sys.argv[2]), mac(sys.argv[3]), int(sys.argv[4])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((ifname, 0))
+s = open_raw(ifname)
 # a DATA frame's common header to endpoint 4321 (all ids 0); the number at 40
 head = dst + src + struct.pack(">H", ETYPE) + common(4321, 9, 1, src_inc=0, session=0, msg_id=0)
 t0 = time.monotonic()

@@ -16,14 +16,19 @@ def data(frame, msg_len, tag, frag, prev_back=0):
     # the payload length is not on the wire: frag bytes, the last frame the rest
     return struct.pack(">I", frame)[1:] + struct.pack(">IIHB", msg_len, tag, frag, prev_back)
 
+def open_raw(ifname):
+    """a raw socket that sends frames out of ifname as they are"""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((ifname, 0))
+    return s
+
 def ack(cum, nframes, sack):
     return struct.pack(">IIQ", cum, nframes, sack)
 
 def main():
     ifname, dst, src, count = sys.argv[1], mac(sys.argv[2]), mac(sys.argv[3]), int(sys.argv[4])
     kind = sys.argv[5]
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    s.bind((ifname, 0))
+    s = open_raw(ifname)
     eth = dst + src + struct.pack(">H", ETYPE)
     frames = {
         # a well-formed HELLO (used with an unknown source MAC)
