@@ -45,7 +45,7 @@ struct emp_endpoint {
 	 * progress thread takes the ring over only when none has looked for a while */
 	int spinners;                    /* threads spinning in emp_wait_for */
 	int dev_sleepers;                /* threads asleep in emp_wait_for */
-	int drivers;                     /* application threads inside a drive (endpoint.c) */
+	int drivers;                     /* application threads inside a drive (drive.c) */
 	uint64_t last_exit_ns;           /* when a thread last left emp_wait_for */
 	uint64_t last_drive_ns;          /* when the engine was last driven */
 	unsigned exits;                  /* how many times threads left emp_wait_for */

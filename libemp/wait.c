@@ -395,7 +395,7 @@ static int rw_done(void *arg)
 	return first_done(a->reqs, a->n) >= 0;
 }
 
-/* another thread that completes something writes our eventfd (endpoint.c) */
+/* another thread that completes something writes our eventfd (drive.c) */
 static void rw_arm(void *arg)
 {
 	struct reqwait *a = arg;
