@@ -119,7 +119,7 @@ struct es_waiter {               /* a wake on one socket's list (s->lock) */
 struct es_epreg;
 struct es_conn;
 
-/* negotiation bookkeeping of a socket (negotiate.c, negclient.c) */
+/* negotiation bookkeeping of a socket (negotiate.c, negserver.c, negclient.c) */
 struct es_negst {
 	int settling;                    /* a thread is bringing it to a decision */
 	int st;                          /* client: NG_* (neg.h), under negclient.c's lock */
@@ -164,7 +164,7 @@ struct es_sock {
 	int64_t rcvtimeo_ns, sndtimeo_ns;   /* 0 = none */
 	struct sockaddr_in local, remote;
 
-	/* negotiation (negotiate.c, negclient.c, neglisten.c) */
+	/* negotiation (negotiate.c, negserver.c, negclient.c, neglisten.c) */
 	int server;                      /* PENDING: 1 accepted, 0 connected */
 	int udp;                         /* client: side-channel socket, or -1 */
 	struct es_negst ng;

@@ -76,6 +76,12 @@ int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, uns
 int es__neg_finish_emp(struct es_sock *s);
 int es__neg_fallback(struct es_sock *s, const char *why);
 
+/* negserver.c: everything up to the first OFFER of an accepted socket: 0
+ * when it is out, else 1 with *res the fallback's outcome; settle it
+ * (PENDING, server); both return the socket's state as es__settle does */
+int es__negs_begin(struct es_sock *s, int *res);
+int es__negs_settle(struct es_sock *s);
+
 /* negclient.c: settle a connected client socket (PENDING, not server) */
 int es__negc_settle(struct es_sock *s);
 /* the first write of a client socket whose ACCEPT and HELLO are out, over

@@ -1,0 +1,220 @@
+/* negserver.c: the server side of negotiation: the OFFER and its resends, the client's ACCEPT and proof (its HELLO from the endpoint it named), REJECT, settling an accepted socket. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "neg.h"
+
+static void send_reject(struct es_sock *s)
+{
+	struct neg_msg o;
+	es__neg_fill(&o, N_REJECT, s);
+	if (s->udp >= 0)
+		R_(send)(s->udp, &o, sizeof o, MSG_DONTWAIT);
+}
+
+/* The client's endpoint proved itself (its HELLO with our key came from the
+ * endpoint its ACCEPT named): receives from it alone, send slots toward it,
+ * our HELLO. 0, or -1 (REJECT sent). */
+static int take_proof(struct es_sock *s, const struct neg_msg *a)
+{
+	uint16_t pep = ntohs(a->ep);
+	es__sock_lock(s);
+	int r = es__conn_bind_ep(s, pep);
+	if (r == 0)
+		r = es__conn_set_peer(s, pep, ntohl(a->conn), ntohl(a->nbufs), ntohl(a->bufsz), a->ckey);
+	if (r == 0)
+		r = es__conn_send_hello(s);
+	es__sock_unlock(s);
+	if (r < 0)
+		send_reject(s);
+	return r;
+}
+
+/* The first resend of an OFFER: only a lost datagram needs one (an OFFER
+ * that met a client not bound yet draws ICMP and goes again in 200 us), and
+ * a late ACCEPT is, far more often, a client or server waiting for a CPU, for
+ * which a resend is only more work on both sides (at 1 ms, half the
+ * connections of a loaded machine had their OFFER and ACCEPT sent twice). */
+#define OFFER_GAP_NS 4000000
+
+/* Everything up to the first OFFER; 0 when it is out, else 1 with *res the
+ * fallback's outcome. */
+int es__negs_begin(struct es_sock *s, int *res)
+{
+	*res = 0;
+	if (s->ng.mark == MARK_PLAIN)
+		return *res = es__neg_fallback(s, "the client's SYN has no EMP mark (plain program)"), 1;
+	emp_endpoint_t *ep = es__engine();
+	int host = ep ? emp_host_by_ip(ep, s->remote.sin_addr.s_addr) : -1;
+	if (host < 0)
+		return *res = es__neg_fallback(s, "no EMP endpoint"), 1;
+	es__negs_guard(&s->local);
+	int udp = es__neg_udp_socket(), one = 1;
+	if (udp < 0 || R_(setsockopt)(udp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+	    R_(bind)(udp, (struct sockaddr *)&s->local, sizeof s->local) < 0 ||
+	    R_(connect)(udp, (struct sockaddr *)&s->remote, sizeof s->remote) < 0) {
+		int e = errno;
+		if (udp >= 0)
+			R_(close)(udp);
+		static atomic_int told;
+		if (e == EADDRINUSE && !atomic_exchange(&told, 1))
+			es__log("UDP port %u is held by another program (or user): no EMP negotiation for TCP port %u",
+				ntohs(s->local.sin_port), ntohs(s->local.sin_port));
+		return *res = es__neg_fallback(s, "no side channel"), 1;
+	}
+	s->udp = udp;
+	do
+		s->ng.skey = es__random64();
+	while (!s->ng.skey);
+	s->ng.ckey = 0;
+	s->ng.lid = es__conn_new_lid();
+	if (es__conn_create(s, (uint16_t)host, EMP_ANY_EP, s->ng.lid, s->ng.skey) < 0)
+		return *res = es__neg_fallback(s, "cannot set up EMP (descriptors?)"), 1;
+	int64_t t0 = es__now_ns();
+	s->ng.sv.begun = 1;
+	s->ng.sv.accepted = 0;
+	s->ng.sv.t0 = t0;
+	s->ng.sv.dl = t0 + es__g.neg_ms * 1000000ll;
+	s->ng.sv.gap = OFFER_GAP_NS;
+	/* A marked client binds its UDP twin right after its kernel connect
+	 * picked the port: an OFFER can beat it (ICMP). For a while that means
+	 * "not yet" (the OFFER goes again soon), after it "plain": half the
+	 * negotiation's bound (250 ms), since a marked client preempted between
+	 * its connect and that bind is late, not plain. 20 ms was too short on a
+	 * loaded machine: t_fault_load (1000 connections from 4 hosts at once,
+	 * CI at nice 10) had one server fall back ("client host refused the
+	 * offer") in a clean-clone run, 2026-11-27. */
+	s->ng.sv.icmp_grace = s->ng.mark == MARK_EMP ? t0 + (int64_t)es__g.neg_ms * 500000ll : t0;
+	struct neg_msg o;
+	es__neg_fill(&o, N_OFFER, s);
+	R_(send)(udp, &o, sizeof o, MSG_DONTWAIT);   /* a refusal shows in the settle's recv */
+	s->ng.sv.sent = t0;
+	s->ng.sv.next = t0 + s->ng.sv.gap;
+	return 0;
+}
+
+/* The server's side; s is an accepted socket on its first use. Before the
+ * OFFER its control receives are posted from any endpoint of the client's
+ * host; the client answers with ACCEPT (naming its endpoint) and a HELLO
+ * from that endpoint. The server sends nothing over EMP before that HELLO
+ * has come from the endpoint the ACCEPT named: an ACCEPT naming another
+ * process's endpoint gets nothing sent there, and is refused at the bound.
+ * The OFFER may have gone out earlier (es__settle_begin). */
+/* read the side channel dry: the client's ACCEPT (kept in *acc and s->ng.sv),
+ * its REJECT, ICMP refusals (*refused), the rest counted; 0 to go on, else
+ * the decision (es__neg_fallback's state) */
+static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_msg *acc, int *refused)
+{
+	struct neg_msg m;
+	for (;;) {
+		ssize_t n = R_(recv)(s->udp, &m, sizeof m, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == ECONNREFUSED) {
+				*refused |= !s->ng.sv.accepted;
+				continue;
+			}
+			return 0;
+		}
+		if (!es__neg_valid(&m, n, s) || m.skey != s->ng.skey) {
+			es__neg_count_forged(s, "not of this negotiation");
+			continue;
+		}
+		if (m.type == N_REJECT && (!s->ng.sv.accepted || m.ckey == s->ng.ckey))
+			return es__neg_fallback(s, "client declined EMP");
+		if (m.type != N_ACCEPT || s->ng.sv.accepted || !es__neg_params_ok(&m) || !m.ckey) {
+			if (m.type != N_ACCEPT || !s->ng.sv.accepted || memcmp(&m, acc, sizeof m))
+				es__neg_count_forged(s, "unexpected or out of bounds");
+			continue;
+		}
+		/* the client's HELLO may start a session with the engine from now on */
+		if (emp_peer_hold(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) }) < 0) {
+			send_reject(s);
+			return es__neg_fallback(s, "EMP peer table full");
+		}
+		emp_peer_release(ep, (emp_addr_t){ (uint16_t)host, ntohs(m.ep) });
+		*acc = m;
+		memcpy(s->ng.sv.acc, acc, sizeof *acc);
+		s->ng.ckey = m.ckey;
+		s->ng.sv.accepted = 1;
+		return 0;   /* what follows (a REJECT, a copy) is read at the next look */
+	}
+}
+
+int es__negs_settle(struct es_sock *s)
+{
+	_Static_assert(sizeof(struct neg_msg) <= sizeof s->ng.sv.acc, "ACCEPT copy");
+	int res;
+	if (!s->ng.sv.begun && es__negs_begin(s, &res))
+		return res;
+	emp_endpoint_t *ep = es__engine();
+	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
+	int udp = s->udp;
+	struct neg_msg o, acc;
+	memcpy(&acc, s->ng.sv.acc, sizeof acc);
+	es__neg_fill(&o, N_OFFER, s);
+	/* an OFFER sent early may have waited on a busy loop's ready list: the
+	 * bound counts from this settle too (the client waits while it hears
+	 * OFFERs: EMP_NEG_TIMEOUT_KNOWN_MS); an OFFER more than a gap old goes again */
+	int64_t t1 = es__now_ns() + es__g.neg_ms * 1000000ll;
+	if (t1 > s->ng.sv.dl)
+		s->ng.sv.dl = t1;
+	int look = 1;   /* read the side channel (es__neg_wait says when it need not) */
+	for (;;) {
+		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
+		int64_t now = es__now_ns();
+		int refused = 0;
+		if (!s->ng.sv.accepted && now >= s->ng.sv.next) {
+			if (R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
+				refused = 1;
+			else
+				s->ng.sv.sent = now;
+			s->ng.sv.next = now + s->ng.sv.gap;
+			if (s->ng.sv.gap < 20000000)
+				s->ng.sv.gap *= 2;
+		}
+		/* before the ACCEPT always (the client's HELLO may have ended
+		 * the wait while the ACCEPT waits unread: the wait's spin does not
+		 * look at the side channel); after it only when the wait says so */
+		int res = look || !s->ng.sv.accepted ? sv_read(s, ep, host, &acc, &refused) : 0;
+		if (res)
+			return res;
+		/* an OFFER sent within the grace (the last one that went) met a
+		 * client not bound yet: again soon */
+		if (refused && s->ng.sv.sent >= s->ng.sv.icmp_grace)
+			return es__neg_fallback(s, "client host refused the offer (plain program)");
+		if (refused) {
+			s->ng.sv.next = now + 200000;
+			s->ng.sv.gap = OFFER_GAP_NS;
+			if (now >= s->ng.sv.icmp_grace)
+				s->ng.sv.icmp_grace = now;   /* the next refusal decides */
+		}
+		if (s->ng.sv.accepted && es__conn_hello_seen(s)) {
+			if (es__conn_hello_ep(s) != ntohs(acc.ep)) {
+				send_reject(s);
+				return es__neg_fallback(s, "the client's HELLO came from another endpoint");
+			}
+			if (take_proof(s, &acc) < 0)
+				return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
+			return es__neg_finish_emp(s);
+		}
+		int64_t dl = s->ng.sv.dl;
+		if (now >= dl) {
+			send_reject(s);
+			if (s->ng.sv.accepted) {
+				unsigned n = atomic_fetch_add(&es__negstats.refused, 1) + 1;
+				es__log("connection from %s:%u: the endpoint its ACCEPT named (%u) never proved itself: refused (%u so far)",
+					inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port), ntohs(acc.ep), n);
+				return es__neg_fallback(s, "the client's endpoint did not confirm EMP");
+			}
+			return es__neg_fallback(s, "client did not answer the EMP offer");
+		}
+		int64_t until = s->ng.sv.accepted ? dl : (s->ng.sv.next < dl ? s->ng.sv.next : dl);
+		look = es__neg_wait(s, udp, until, 1, seq0);
+	}
+}
