@@ -469,9 +469,9 @@ static int msg_ok(const uint8_t *b, const struct h_msg *m, int i)
 	return h_check(b, m->len, msg_seed(m, i));
 }
 
-static int is_done(emp_req_t *r)
+int h_req_done(void *req)
 {
-	return __atomic_load_n(&r->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+	return __atomic_load_n(&((emp_req_t *)req)->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
 }
 
 struct tr { struct h_msg *m; int n, scur, rcur; };
@@ -479,9 +479,9 @@ struct tr { struct h_msg *m; int n, scur, rcur; };
 static int tr_done(void *arg)
 {
 	struct tr *t = arg;
-	while (t->scur < t->n && is_done(t->m[t->scur].sr))
+	while (t->scur < t->n && h_req_done(t->m[t->scur].sr))
 		t->scur++;
-	while (t->rcur < t->n && is_done(t->m[t->rcur].rr))
+	while (t->rcur < t->n && h_req_done(t->m[t->rcur].rr))
 		t->rcur++;
 	return t->scur == t->n && t->rcur == t->n;
 }

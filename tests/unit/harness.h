@@ -34,6 +34,8 @@ emp_addr_t h_addr(int host);
 /* Drive every endpoint, advancing virtual time to the next event, until
  * done(arg) is true or max_ns of virtual time passed. 1 if done. */
 int h_run(struct harness *h, int (*done)(void *arg), void *arg, uint64_t max_ns);
+/* a done() for h_run: request req (an emp_req_t *) has completed */
+int h_req_done(void *req);
 /* Wait (in virtual time) for one request: 1 done with st, 0 timeout. */
 int h_wait(struct harness *h, int i, emp_req_t *r, struct emp_status *st, uint64_t max_ns);
 /* Like h_run, but only endpoint i is driven (the others are frozen). */

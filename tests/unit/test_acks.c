@@ -9,11 +9,6 @@
 #define US  1000ull
 #define MS  1000000ull
 
-static int req_done(void *arg)
-{
-	return __atomic_load_n(&((emp_req_t *)arg)->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
-}
-
 /* h1 answers h0's ping as an event loop: its replies leave at its next wait,
  * after other work. Its ack of the ping waits for the pong (no frame of its
  * own), also while a message to h2 leaves in between; a ping left
@@ -46,13 +41,13 @@ static void round_ack(int auth)
 		h_run(&h, NULL, NULL, 1 * MS);
 		struct emp_counters a0 = h_ctr(&h, 0), a1 = h_ctr(&h, 1);
 		CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 7, &vp, 1, &s0), 0);
-		CHECK(h_run(&h, req_done, q1, 10 * MS));
+		CHECK(h_run(&h, h_req_done, q1, 10 * MS));
 		h_run(&h, NULL, NULL, 100 * US);                 /* the loop works a while */
 		struct emp_counters m0 = h_ctr(&h, 0);
 		CHECK_EQ(m0.rx_acks - a0.rx_acks, loop ? 0u : 1u);   /* kept, or gone at once */
 		/* a message to h2 leaves; the ack stays */
 		CHECK_EQ(emp_post_send(h.ep[1], h_addr(2), 8, &vo, 1, &so), 0);
-		CHECK(h_run(&h, req_done, qo, 10 * MS));
+		CHECK(h_run(&h, h_req_done, qo, 10 * MS));
 		CHECK(!memcmp(ro, other, 4));
 		CHECK_EQ(h_ctr(&h, 0).rx_acks - a0.rx_acks, loop ? 0u : 1u);
 		/* the reply carries it */
@@ -74,7 +69,7 @@ static void round_ack(int auth)
 		/* no answer: the ack goes alone once the bound passed */
 		CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
 		CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 7, &vp, 1, &s0), 0);
-		CHECK(h_run(&h, req_done, q1, 10 * MS));
+		CHECK(h_run(&h, h_req_done, q1, 10 * MS));
 		CHECK(h_wait(&h, 0, s0, &st, EMP__ROUND_ACK_NS + 5 * MS));
 		CHECK_EQ(h_ctr(&h, 0).rx_acks - b0.rx_acks, 1);
 		CHECK_EQ(h_ctr(&h, 0).retransmits, b0.retransmits);
@@ -116,8 +111,8 @@ static void two_acks(int auth)
 		struct emp_counters a = h_ctr(&h, other);
 		CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 7, &v0, 1, &s0), 0);
 		CHECK_EQ(emp_post_send(h.ep[2], h_addr(1), 7, &v2, 1, &s2), 0);
-		CHECK(h_run(&h, req_done, q0, 10 * MS));
-		CHECK(h_run(&h, req_done, q2, 10 * MS));
+		CHECK(h_run(&h, h_req_done, q0, 10 * MS));
+		CHECK(h_run(&h, h_req_done, q2, 10 * MS));
 		CHECK_EQ(emp_post_send(h.ep[1], h_addr(answered), 7, &vq, 1, &sq), 0);
 		CHECK(h_wait(&h, answered, qq, &st, 10 * MS));
 		CHECK(h_wait(&h, other, other ? s2 : s0, &st, EMP__ROUND_ACK_NS + 5 * MS));
@@ -149,7 +144,7 @@ struct woke {
 static int woke_done(void *arg)
 {
 	struct woke *w = arg;
-	return w->r && req_done(w->r);
+	return w->r && h_req_done(w->r);
 }
 /* h0 works for 100 us while h1 is frozen (h_run_only would crawl: the
  * frames waiting for h1 are due events all along) */
@@ -217,7 +212,7 @@ static void t_woken_ack(void)
 	struct woke w2 = { &h, q8, &vp, &s0, 0, c1.tx_frames, { 0 } };
 	struct emp_waitfor wf2 = { .done = woke_done, .sleep = woke_sleep, .arg = &w2, .timeout_ns = 1 * MS };
 	CHECK_EQ(emp_wait_for(h.ep[1], &wf2), 0);
-	CHECK(req_done(q1));
+	CHECK(h_req_done(q1));
 	CHECK_MSG(w2.sleeps >= 2 && w2.sent_at_sleep[1] == 1,
 		  "slept %d times; h1's frames (the ack) sent before its second sleep: %llu (1)", w2.sleeps,
 		  (unsigned long long)w2.sent_at_sleep[1]);

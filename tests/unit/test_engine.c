@@ -345,11 +345,6 @@ static void t_stale_mailbox_entry(void)
 	h_free(&h);
 }
 
-static int req_done(void *arg)
-{
-	return __atomic_load_n(&((emp_req_t *)arg)->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
-}
-
 /* Ping-pong with a thread waiting at the answering end: the completion ack of
  * the ping rides in the pong (EMP_F_PIGGY), one frame each way per round;
  * without a waiter the ack goes at once, on its own. */
@@ -369,7 +364,7 @@ static void t_piggyback(void)
 		CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
 		struct emp_counters a0 = h_ctr(&h, 0), a1 = h_ctr(&h, 1);
 		CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 7, &vp, 1, &s0), 0);
-		CHECK(h_run(&h, req_done, q1, 10 * MS));
+		CHECK(h_run(&h, h_req_done, q1, 10 * MS));
 		CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 7, &vq, 1, &s1), 0);   /* the reply, at once */
 		CHECK(h_wait(&h, 0, q0, &st, 10 * MS));
 		CHECK_EQ(st.result, 4);
