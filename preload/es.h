@@ -291,7 +291,7 @@ void es__rand_atfork_child(void);             /* rand.c */
 void es__hold_atfork_child(void);             /* hold.c */
 
 /* ---- negotiation (negotiate.c, negclient.c, neglisten.c); prefixes: es__neg_
- * shared by both sides (neg.h), es__negc_ the client (negclient.c), es__negs_
+ * shared by both sides (neg.h), es__negc_ the client (negclient.c, negearly.c), es__negs_
  * the server's listeners and port guard (neglisten.c) ---- */
 /* Before connect: decide eligibility and prepare the side channel. 1 = candidate, 0 = kernel. */
 int es__negc_prepare(struct es_sock *s, const struct sockaddr_in *to);
@@ -327,11 +327,11 @@ int es__settle(int fd, struct es_sock *s);
  * Returns the state as es__settle does. */
 int es__settle_begin(int fd, struct es_sock *s);
 /* A client's first write while its negotiation waits for the server's
- * HELLO, sent right behind our HELLO over EMP (negclient.c
+ * HELLO, sent right behind our HELLO over EMP (negearly.c
  * es__negc_early): bytes sent, -1 with errno, or -2 when it cannot go so
  * (the caller settles and writes as usual). */
 ssize_t es__settle_early(int fd, struct es_sock *s, const struct iovec *iov, int n, int flags);
-/* at exit (es__flush_all): such sockets to their outcome (negclient.c) */
+/* at exit (es__flush_all): such sockets to their outcome (negearly.c) */
 void es__negc_settle_pending(void);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
@@ -360,6 +360,9 @@ int es__conn_hello_seen(struct es_sock *s);
 int es__conn_destroy(struct es_sock *s, int flush);
 /* linger.c: at exit every connection closes in order (bounded wait) */
 void es__flush_all(void);
+/* handoff.c: at the end of es__flush_all: a child releases the packet
+ * sockets once the process is gone (EMP_EXIT_HANDOFF=0: not) */
+void es__handoff_device(void);
 uint32_t es__conn_lid(struct es_sock *s);
 void es__process(struct es_sock *s);          /* lock held: take the completed requests */
 unsigned es__stream_events(struct es_sock *s);  /* an EMP stream's readiness as poll bits; lock held */

@@ -84,10 +84,10 @@ int es__negs_settle(struct es_sock *s);
 
 /* negclient.c: settle a connected client socket (PENDING, not server) */
 int es__negc_settle(struct es_sock *s);
-/* the first write of a client socket whose ACCEPT and HELLO are out, over
- * EMP before the server's HELLO: bytes sent, or -2 when it is not such a
- * write (the caller settles and goes on as usual); the caller is the
- * socket's settler (es__settle_early) */
+/* negearly.c: the first write of a client socket whose ACCEPT and HELLO
+ * are out, over EMP before the server's HELLO: bytes sent, or -2 when it is
+ * not such a write (the caller settles and goes on as usual); the caller is
+ * the socket's settler (es__settle_early) */
 ssize_t es__negc_early(struct es_sock *s, const struct iovec *iov, int n, int flags);
 /* a fallback after such a write: its bytes again on the kernel connection */
 void es__negc_replay(struct es_sock *s);

@@ -101,7 +101,7 @@ static int connect_held(int fd, const struct sockaddr *sa, socklen_t len)
 	if (r == 0) {
 		s->state = ES_PENDING;
 		s->server = 0;
-		s->ng.conn_ret = blocking;   /* back once our ACCEPT and HELLO are out (negclient.c, es__negc_early) */
+		s->ng.conn_ret = blocking;   /* back once our ACCEPT and HELLO are out (negclient.c; the first write: negearly.c) */
 		if (es__settle(fd, s) == ES_FAILED) {
 			errno = ECONNREFUSED;
 			return -1;
