@@ -340,6 +340,13 @@ uint64_t emp__fw_next_deadline(const struct emp_fw *fw)
 	return fw->next_deadline;
 }
 
+/* Frames wait in the transmit batch (acks held for a reply or for company):
+ * a racy read, a hint for a thread about to sleep */
+int emp__fw_holding(const struct emp_fw *fw)
+{
+	return __atomic_load_n(&fw->txn, __ATOMIC_RELAXED) != 0;
+}
+
 int emp__fw_busy(const struct emp_fw *fw)
 {
 	return fw->pending_tx || fw->rx_more ||

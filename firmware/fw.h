@@ -214,6 +214,8 @@ uint64_t emp__fw_next_deadline(const struct emp_fw *fw);
 uint64_t emp__fw_next_fine_deadline(const struct emp_fw *fw);
 /* Nonzero if the engine has frames it could send right now. */
 int emp__fw_busy(const struct emp_fw *fw);
+/* Frames wait in the transmit batch (held acks): a hint, read without the lock. */
+int emp__fw_holding(const struct emp_fw *fw);
 void emp__fw_counters(const struct emp_fw *fw, struct emp_counters *c);
 /* Sessions opened with a peer of another MTU so far; *mtu gets the MTU then used. */
 uint64_t emp__fw_mtu_mismatches(const struct emp_fw *fw, uint32_t *mtu);

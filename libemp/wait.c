@@ -22,10 +22,12 @@
  * per frame batch; that spin stops at the first yield that finds the CPU
  * wanted. A bulk stream's acks may wait in the engine while the thread
  * sleeps (emp__drive_nap): the sleep ends when they are due. No other ack
- * is held into a sleep (the look before it sends them). The look after a
- * sleep may hold the ack of a request that woke the thread, as a spin's look
- * does (emp__drive_post): a server that slept answers with one frame, the
- * reply carrying the ack, instead of two.
+ * is held into a sleep (the thread sends them just before it). The look
+ * after arming, and the one after a sleep, may hold the ack of a request
+ * that ends the wait, as a spin's look does (emp__drive_post): a server that
+ * slept answers with one frame, the reply carrying the ack, instead of two,
+ * and a client whose reply came as it armed sends the ack in its next
+ * request.
  *
  * Spinning threads yield the CPU now and then, for a peer that shares it on a
  * small host; a yield that comes back at once (nobody else wanted the CPU)
@@ -317,8 +319,15 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 		if (w->arm)
 			w->arm(w->arg);
-		emp__drive_nap(ep);             /* after arming: nothing slips between look and sleep */
+		/* after arming: nothing slips between look and sleep. A frame
+		 * this look takes may end the wait (a reply that came while
+		 * the thread armed): then it does not sleep, and the ack of
+		 * that reply may ride in the caller's next request, as after
+		 * a post. Only a thread that does sleep sends what waits. */
+		emp__drive_post(ep);
 		int r = 0;
+		if (!w->done(w->arg) && emp__fw_holding(ep->fw))
+			emp__drive_nap(ep);
 		if (w->done(w->arg)) {
 			rc = 1;
 		} else {

@@ -1,4 +1,4 @@
-/* test_acks.c: where completion acks go when the receiving thread is an event loop (emp_defer) or has just slept: kept for its replies, alone at the round's bound or before its next sleep. */
+/* test_acks.c: where completion acks go when the receiving thread is an event loop (emp_defer), has just slept or ended its wait as it armed: kept for its replies, alone at the round's bound or before its next sleep. */
 #include <string.h>
 #include "runner.h"
 #include "harness.h"
@@ -225,12 +225,89 @@ static void t_woken_ack(void)
 	h_free(&h);
 }
 
+/* A request that reaches h1 as it arms (after its last look, before its
+ * sleep) is taken by the look after arming, and the wait ends there: the
+ * thread does not sleep, so the request's ack waits for the answer and rides
+ * in it, as after a spin or a wake. (That look used to send the ack alone:
+ * pgbench -c 10 -j 1 against PostgreSQL, 0.33 frames per request more.) */
+struct armed {
+	struct harness *h;
+	emp_req_t *r, **sent;
+	struct iovec *ping;
+	int arms, sleeps;
+	uint64_t frames0, frames_in_wait;
+};
+static int armed_done(void *arg)
+{
+	struct armed *a = arg;
+	return h_req_done(a->r);
+}
+static void armed_arm(void *arg)
+{
+	struct armed *a = arg;
+	if (a->arms++)
+		return;
+	CHECK_EQ(emp_post_send(a->h->ep[0], h_addr(1), 7, a->ping, 1, a->sent), 0);
+	peer_runs(a->h);                          /* the ping is on h1's device now */
+}
+static int armed_sleep(void *arg, int64_t ns)
+{
+	struct armed *a = arg;
+	(void)ns;
+	a->sleeps++;
+	peer_runs(a->h);
+	return 0;
+}
+
+static void t_armed_ack(void)
+{
+	struct harness h;
+	h_init(&h, 2, NULL, NULL);
+	h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);
+	h_xfer(&h, 1, 0, 100, 1, 2, 60 * SEC);
+	h.ep[1]->spin_ns = 0;                      /* no spin: arm, look, sleep */
+	uint8_t ping[4] = { 1, 2, 3, 4 }, pong[4] = { 5, 6, 7, 8 }, r0[4], r1[4];
+	struct iovec vp = { ping, 4 }, vq = { pong, 4 }, v0 = { r0, 4 }, v1 = { r1, 4 };
+	emp_req_t *s0, *s1, *q0, *q1;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 7, &v0, 1, &q0), 0);
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
+	h_run(&h, NULL, NULL, 1 * MS);
+	struct emp_counters a0 = h_ctr(&h, 0), a1 = h_ctr(&h, 1);
+	struct armed a = { &h, q1, &s0, &vp, 0, 0, a1.tx_frames, 0 };
+	struct emp_waitfor wf = { .done = armed_done, .arm = armed_arm, .sleep = armed_sleep, .arg = &a,
+				  .timeout_ns = 10 * MS };
+	CHECK_EQ(emp_wait_for(h.ep[1], &wf), 1);
+	struct emp_counters w1 = h_ctr(&h, 1);
+	CHECK_MSG(a.arms == 1 && a.sleeps == 0, "armed %d times, slept %d times (1, 0)", a.arms, a.sleeps);
+	CHECK(!memcmp(r1, ping, 4));
+	CHECK_MSG(w1.tx_frames == a1.tx_frames, "h1 sent %llu frames while it waited (the ack alone): 0 expected",
+		  (unsigned long long)(w1.tx_frames - a1.tx_frames));
+	CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 7, &vq, 1, &s1), 0);
+	struct emp_counters b1 = h_ctr(&h, 1);
+	CHECK_MSG(b1.tx_frames - a1.tx_frames == 1 && b1.piggy_acks - a1.piggy_acks == 1,
+		  "h1 sent %llu frames (%llu acks riding in data) for the answer and the ack: 1 and 1 expected",
+		  (unsigned long long)(b1.tx_frames - a1.tx_frames), (unsigned long long)(b1.piggy_acks - a1.piggy_acks));
+	CHECK(h_wait(&h, 0, q0, &st, 10 * MS));
+	CHECK(!memcmp(r0, pong, 4));
+	CHECK(h_wait(&h, 0, s0, &st, 10 * MS));
+	CHECK_EQ(st.result, 4);
+	CHECK(h_wait(&h, 1, s1, &st, 10 * MS));
+	struct emp_counters e0 = h_ctr(&h, 0), e1 = h_ctr(&h, 1);
+	CHECK_EQ(e0.retransmits, a0.retransmits);
+	CHECK_EQ(e1.retransmits, a1.retransmits);
+	CHECK_EQ(e0.drops_total, a0.drops_total);
+	CHECK_EQ(e1.drops_total, a1.drops_total);
+	h_free(&h);
+}
+
 static void t_round_ack(void) { round_ack(0); two_acks(0); }
 static void t_round_ack_auth(void) { round_ack(1); two_acks(1); }
 
 static const struct emp_test tests[] = {
 	{ "engine_round_ack", t_round_ack, 30 },
 	{ "engine_woken_ack", t_woken_ack, 30 },
+	{ "engine_armed_ack", t_armed_ack, 30 },
 	{ "engine_round_ack_auth", t_round_ack_auth, 30 },
 };
 const struct emp_test_suite emp_suite_acks = { "acks", tests, sizeof(tests) / sizeof(tests[0]) };
