@@ -169,60 +169,95 @@ static int woke_sleep(void *arg, int64_t ns)
 	return 0;
 }
 
+/* The ping-pong both tests below run: h0 pings h1 (tag 7) while h1 waits
+ * in emp_wait_for, h1 answers. Set up with the sessions up, h1 not spinning
+ * and both receives posted; pp_answer checks the answer is one frame with
+ * the ping's ack riding in it, and that both sends complete; pp_end that
+ * nothing was resent or dropped. */
+struct pp {
+	struct harness h;
+	uint8_t ping[4], pong[4], r0[4], r1[4];
+	struct iovec vp, vq, v0, v1;
+	emp_req_t *s0, *s1, *q0, *q1;
+	struct emp_counters a0, a1;
+};
+
+static void pp_begin(struct pp *t)
+{
+	h_init(&t->h, 2, NULL, NULL);
+	h_xfer(&t->h, 0, 1, 100, 1, 1, 60 * SEC);
+	h_xfer(&t->h, 1, 0, 100, 1, 2, 60 * SEC);
+	t->h.ep[1]->spin_ns = 0;                   /* no spin: arm, look, sleep */
+	memcpy(t->ping, (uint8_t[4]){ 1, 2, 3, 4 }, 4);
+	memcpy(t->pong, (uint8_t[4]){ 5, 6, 7, 8 }, 4);
+	t->vp = (struct iovec){ t->ping, 4 };
+	t->vq = (struct iovec){ t->pong, 4 };
+	t->v0 = (struct iovec){ t->r0, 4 };
+	t->v1 = (struct iovec){ t->r1, 4 };
+	CHECK_EQ(emp_post_recv(t->h.ep[0], h_addr(1), 7, &t->v0, 1, &t->q0), 0);
+	CHECK_EQ(emp_post_recv(t->h.ep[1], h_addr(0), 7, &t->v1, 1, &t->q1), 0);
+	h_run(&t->h, NULL, NULL, 1 * MS);
+	t->a0 = h_ctr(&t->h, 0);
+	t->a1 = h_ctr(&t->h, 1);
+}
+
+static void pp_answer(struct pp *t)
+{
+	struct emp_status st;
+	CHECK(!memcmp(t->r1, t->ping, 4));
+	CHECK_EQ(emp_post_send(t->h.ep[1], h_addr(0), 7, &t->vq, 1, &t->s1), 0);
+	struct emp_counters b1 = h_ctr(&t->h, 1);
+	CHECK_MSG(b1.tx_frames - t->a1.tx_frames == 1 && b1.piggy_acks - t->a1.piggy_acks == 1,
+		  "h1 sent %llu frames (%llu acks riding in data) for the answer and the ack: 1 and 1 expected",
+		  (unsigned long long)(b1.tx_frames - t->a1.tx_frames),
+		  (unsigned long long)(b1.piggy_acks - t->a1.piggy_acks));
+	CHECK(h_wait(&t->h, 0, t->q0, &st, 10 * MS));
+	CHECK(!memcmp(t->r0, t->pong, 4));
+	CHECK(h_wait(&t->h, 0, t->s0, &st, 10 * MS));
+	CHECK_EQ(st.result, 4);
+	CHECK(h_wait(&t->h, 1, t->s1, &st, 10 * MS));
+}
+
+static void pp_end(struct pp *t)
+{
+	struct emp_counters e0 = h_ctr(&t->h, 0), e1 = h_ctr(&t->h, 1);
+	CHECK_EQ(e0.retransmits, t->a0.retransmits);
+	CHECK_EQ(e1.retransmits, t->a1.retransmits);
+	CHECK_EQ(e0.drops_total, t->a0.drops_total);
+	CHECK_EQ(e1.drops_total, t->a1.drops_total);
+	h_free(&t->h);
+}
+
 static void t_woken_ack(void)
 {
-	struct harness h;
-	h_init(&h, 2, NULL, NULL);
-	h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);
-	h_xfer(&h, 1, 0, 100, 1, 2, 60 * SEC);
-	h.ep[1]->spin_ns = 0;                      /* the waiter sleeps at once */
-	uint8_t ping[4] = { 1, 2, 3, 4 }, pong[4] = { 5, 6, 7, 8 }, r0[4], r1[4];
-	struct iovec vp = { ping, 4 }, vq = { pong, 4 }, v0 = { r0, 4 }, v1 = { r1, 4 };
-	emp_req_t *s0, *s1, *q0, *q1;
+	static struct pp t;
 	struct emp_status st;
+	pp_begin(&t);
 	/* 1. the request comes while h1 sleeps; h1 answers it at once */
-	CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 7, &v0, 1, &q0), 0);
-	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
-	h_run(&h, NULL, NULL, 1 * MS);
-	struct emp_counters a0 = h_ctr(&h, 0), a1 = h_ctr(&h, 1);
-	struct woke w = { &h, q1, &vp, &s0, 0, a1.tx_frames, { 0 } };
+	struct woke w = { &t.h, t.q1, &t.vp, &t.s0, 0, t.a1.tx_frames, { 0 } };
 	struct emp_waitfor wf = { .done = woke_done, .sleep = woke_sleep, .arg = &w, .timeout_ns = 10 * MS };
-	CHECK_EQ(emp_wait_for(h.ep[1], &wf), 1);
+	CHECK_EQ(emp_wait_for(t.h.ep[1], &wf), 1);
 	CHECK_MSG(w.sleeps >= 1, "the waiter slept %d times", w.sleeps);
-	CHECK(!memcmp(r1, ping, 4));
-	CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 7, &vq, 1, &s1), 0);
-	struct emp_counters b1 = h_ctr(&h, 1);
-	CHECK_MSG(b1.tx_frames - a1.tx_frames == 1 && b1.piggy_acks - a1.piggy_acks == 1,
-		  "h1 sent %llu frames (%llu acks riding in data) for the answer and the ack: 1 and 1 expected",
-		  (unsigned long long)(b1.tx_frames - a1.tx_frames), (unsigned long long)(b1.piggy_acks - a1.piggy_acks));
-	CHECK(h_wait(&h, 0, q0, &st, 10 * MS));
-	CHECK(!memcmp(r0, pong, 4));
-	CHECK(h_wait(&h, 0, s0, &st, 10 * MS));
-	CHECK(h_wait(&h, 1, s1, &st, 10 * MS));
+	pp_answer(&t);
 	/* 2. h1 waits for another request (tag 8, never sent); the one that
 	 * wakes it is taken by the look after the sleep, which may hold its ack;
 	 * no answer comes, h1 sleeps again: the ack leaves before that sleep */
 	emp_req_t *q8;
 	uint8_t r8[4];
 	struct iovec v8 = { r8, 4 };
-	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
-	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 8, &v8, 1, &q8), 0);
-	h_run(&h, NULL, NULL, 1 * MS);
-	struct emp_counters c1 = h_ctr(&h, 1);
-	struct woke w2 = { &h, q8, &vp, &s0, 0, c1.tx_frames, { 0 } };
+	CHECK_EQ(emp_post_recv(t.h.ep[1], h_addr(0), 7, &t.v1, 1, &t.q1), 0);
+	CHECK_EQ(emp_post_recv(t.h.ep[1], h_addr(0), 8, &v8, 1, &q8), 0);
+	h_run(&t.h, NULL, NULL, 1 * MS);
+	struct emp_counters c1 = h_ctr(&t.h, 1);
+	struct woke w2 = { &t.h, q8, &t.vp, &t.s0, 0, c1.tx_frames, { 0 } };
 	struct emp_waitfor wf2 = { .done = woke_done, .sleep = woke_sleep, .arg = &w2, .timeout_ns = 1 * MS };
-	CHECK_EQ(emp_wait_for(h.ep[1], &wf2), 0);
-	CHECK(h_req_done(q1));
+	CHECK_EQ(emp_wait_for(t.h.ep[1], &wf2), 0);
+	CHECK(h_req_done(t.q1));
 	CHECK_MSG(w2.sleeps >= 2 && w2.sent_at_sleep[1] == 1,
 		  "slept %d times; h1's frames (the ack) sent before its second sleep: %llu (1)", w2.sleeps,
 		  (unsigned long long)w2.sent_at_sleep[1]);
-	CHECK(h_wait(&h, 0, s0, &st, 10 * MS));
-	struct emp_counters e0 = h_ctr(&h, 0), e1 = h_ctr(&h, 1);
-	CHECK_EQ(e0.retransmits, a0.retransmits);
-	CHECK_EQ(e1.retransmits, a1.retransmits);
-	CHECK_EQ(e0.drops_total, a0.drops_total);
-	CHECK_EQ(e1.drops_total, a1.drops_total);
-	h_free(&h);
+	CHECK(h_wait(&t.h, 0, t.s0, &st, 10 * MS));
+	pp_end(&t);
 }
 
 /* A request that reaches h1 as it arms (after its last look, before its
@@ -261,44 +296,18 @@ static int armed_sleep(void *arg, int64_t ns)
 
 static void t_armed_ack(void)
 {
-	struct harness h;
-	h_init(&h, 2, NULL, NULL);
-	h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);
-	h_xfer(&h, 1, 0, 100, 1, 2, 60 * SEC);
-	h.ep[1]->spin_ns = 0;                      /* no spin: arm, look, sleep */
-	uint8_t ping[4] = { 1, 2, 3, 4 }, pong[4] = { 5, 6, 7, 8 }, r0[4], r1[4];
-	struct iovec vp = { ping, 4 }, vq = { pong, 4 }, v0 = { r0, 4 }, v1 = { r1, 4 };
-	emp_req_t *s0, *s1, *q0, *q1;
-	struct emp_status st;
-	CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 7, &v0, 1, &q0), 0);
-	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &v1, 1, &q1), 0);
-	h_run(&h, NULL, NULL, 1 * MS);
-	struct emp_counters a0 = h_ctr(&h, 0), a1 = h_ctr(&h, 1);
-	struct armed a = { &h, q1, &s0, &vp, 0, 0, a1.tx_frames, 0 };
+	static struct pp t;
+	pp_begin(&t);
+	struct armed a = { &t.h, t.q1, &t.s0, &t.vp, 0, 0, t.a1.tx_frames, 0 };
 	struct emp_waitfor wf = { .done = armed_done, .arm = armed_arm, .sleep = armed_sleep, .arg = &a,
 				  .timeout_ns = 10 * MS };
-	CHECK_EQ(emp_wait_for(h.ep[1], &wf), 1);
-	struct emp_counters w1 = h_ctr(&h, 1);
+	CHECK_EQ(emp_wait_for(t.h.ep[1], &wf), 1);
+	struct emp_counters w1 = h_ctr(&t.h, 1);
 	CHECK_MSG(a.arms == 1 && a.sleeps == 0, "armed %d times, slept %d times (1, 0)", a.arms, a.sleeps);
-	CHECK(!memcmp(r1, ping, 4));
-	CHECK_MSG(w1.tx_frames == a1.tx_frames, "h1 sent %llu frames while it waited (the ack alone): 0 expected",
-		  (unsigned long long)(w1.tx_frames - a1.tx_frames));
-	CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 7, &vq, 1, &s1), 0);
-	struct emp_counters b1 = h_ctr(&h, 1);
-	CHECK_MSG(b1.tx_frames - a1.tx_frames == 1 && b1.piggy_acks - a1.piggy_acks == 1,
-		  "h1 sent %llu frames (%llu acks riding in data) for the answer and the ack: 1 and 1 expected",
-		  (unsigned long long)(b1.tx_frames - a1.tx_frames), (unsigned long long)(b1.piggy_acks - a1.piggy_acks));
-	CHECK(h_wait(&h, 0, q0, &st, 10 * MS));
-	CHECK(!memcmp(r0, pong, 4));
-	CHECK(h_wait(&h, 0, s0, &st, 10 * MS));
-	CHECK_EQ(st.result, 4);
-	CHECK(h_wait(&h, 1, s1, &st, 10 * MS));
-	struct emp_counters e0 = h_ctr(&h, 0), e1 = h_ctr(&h, 1);
-	CHECK_EQ(e0.retransmits, a0.retransmits);
-	CHECK_EQ(e1.retransmits, a1.retransmits);
-	CHECK_EQ(e0.drops_total, a0.drops_total);
-	CHECK_EQ(e1.drops_total, a1.drops_total);
-	h_free(&h);
+	CHECK_MSG(w1.tx_frames == t.a1.tx_frames, "h1 sent %llu frames while it waited (the ack alone): 0 expected",
+		  (unsigned long long)(w1.tx_frames - t.a1.tx_frames));
+	pp_answer(&t);
+	pp_end(&t);
 }
 
 static void t_round_ack(void) { round_ack(0); two_acks(0); }
