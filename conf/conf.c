@@ -1,6 +1,7 @@
-/* conf.c: the cluster config file: parser and validation, defaults, file loading (queries on a parsed config: lookup.c). */
+/* conf.c: the cluster config file: parser and validation, defaults (reading the file: load.c; queries on a parsed config: lookup.c). */
 #include "sys.h"
 #include "conf.h"
+#include "conf_int.h"
 #include "proto.h"
 
 #include <arpa/inet.h>
@@ -14,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CONF_MAX_BYTES (4ul << 20)     /* a config (file or text) larger than this is an error */
 #define CONF_LINE_MAX 1023             /* characters per line, newline not counted */
 #define CONF_MAX_TOKENS 16             /* fields per line */
 #define CONF_TOK_SHOW 48               /* bytes of an offending token quoted in a message */
@@ -126,7 +126,7 @@ static int parse_u64(const char *s, size_t n, uint64_t *out)
 }
 
 __attribute__((format(printf, 3, 4)))
-static void seterr(char *err, unsigned errlen, const char *fmt, ...)
+void emp__conf_seterr(char *err, unsigned errlen, const char *fmt, ...)
 {
 	if (!err || !errlen)
 		return;
@@ -147,7 +147,7 @@ static int perr(struct parser *p, const char *tok, const char *fmt, ...)
 	va_end(ap);
 	const char *name = p->name ? p->name : "<config>";
 	if (!tok) {
-		seterr(p->err, p->errlen, "%s:%d: %s", name, p->line, what);
+		emp__conf_seterr(p->err, p->errlen, "%s:%d: %s", name, p->line, what);
 		return -EINVAL;
 	}
 	size_t i = 0;
@@ -158,7 +158,7 @@ static int perr(struct parser *p, const char *tok, const char *fmt, ...)
 	if (tok[i])
 		memcpy(shown + i, "...", 3), i += 3;
 	shown[i] = 0;
-	seterr(p->err, p->errlen, "%s:%d: %s (%s)", name, p->line, what, shown);
+	emp__conf_seterr(p->err, p->errlen, "%s:%d: %s (%s)", name, p->line, what, shown);
 	return -EINVAL;
 }
 
@@ -548,89 +548,5 @@ fail:
 	emp_conf_free(c);
 	emp_conf_defaults(c);
 	snprintf(c->path, sizeof(c->path), "%s", name ? name : "");
-	return rc;
-}
-
-/* Reads a whole file, at most CONF_MAX_BYTES, into a malloc'd buffer (untouched pages cost nothing). */
-static int read_all(int fd, const char *path, char **out, unsigned long *outlen, char *err,
-		    unsigned errlen)
-{
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		seterr(err, errlen, "%s: cannot stat: %s", path, strerror(e));
-		return -e;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		seterr(err, errlen, "%s: is %s, not a config file (a regular file)", path,
-		       S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
-		       S_ISSOCK(st.st_mode) ? "a socket" : "a device");
-		return -EINVAL;
-	}
-	size_t used = 0;
-	char *buf = malloc(CONF_MAX_BYTES + 1);
-	if (!buf) {
-		seterr(err, errlen, "%s: out of memory", path);
-		return -ENOMEM;
-	}
-	while (used <= CONF_MAX_BYTES) {
-		ssize_t r = emp__sys_read(fd, buf + used, CONF_MAX_BYTES + 1 - used);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			free(buf);
-			seterr(err, errlen, "%s: cannot read: %s", path, strerror(e));
-			return -e;
-		}
-		if (r == 0)
-			break;
-		used += (size_t)r;
-	}
-	if (used > CONF_MAX_BYTES) {
-		free(buf);
-		seterr(err, errlen, "%s: file is larger than %lu MiB; not a cluster config", path,
-		       CONF_MAX_BYTES >> 20);
-		return -EINVAL;
-	}
-	*out = buf;
-	*outlen = used;
-	return 0;
-}
-
-int emp_conf_load(struct emp_conf *c, const char *path, char *err, unsigned errlen)
-{
-	const char *env = NULL;
-	char *text = NULL;
-	unsigned long len = 0;
-
-	emp_conf_defaults(c);
-	if (!path) {
-		env = secure_getenv("EMP_CONF");
-		path = env && *env ? env : EMP_CONF_DEFAULT_PATH;
-		if (path != env)
-			env = NULL;
-	}
-	snprintf(c->path, sizeof(c->path), "%s", path);
-	/* never blocks: a FIFO (or a device) named as the config is refused, not read */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
-		int e = errno;
-		if (e == ENOENT)
-			seterr(err, errlen, "%s: no such cluster config file%s; write one (see "
-			       "conf/emp.conf.example) or set EMP_CONF=/path/to/emp.conf", path,
-			       env ? " (named by $EMP_CONF)" : "");
-		else if (e == EACCES || e == EPERM)
-			seterr(err, errlen, "%s: permission denied reading the cluster config", path);
-		else
-			seterr(err, errlen, "%s: cannot open: %s", path, strerror(e));
-		return e == EPERM ? -EACCES : -e;
-	}
-	int rc = read_all(fd, path, &text, &len, err, errlen);
-	emp__sys_close(fd);
-	if (rc < 0)
-		return rc;
-	rc = emp_conf_parse(c, path, text, len, err, errlen);
-	free(text);
 	return rc;
 }
