@@ -325,10 +325,12 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		 * that reply may ride in the caller's next request, as after
 		 * a post. Only a thread that does sleep sends what waits. */
 		emp__drive_post(ep);
-		int r = 0;
-		if (!w->done(w->arg) && emp__fw_holding(ep->fw))
+		int r = 0, fin = w->done(w->arg);
+		if (!fin && emp__fw_holding(ep->fw)) {
 			emp__drive_nap(ep);
-		if (w->done(w->arg)) {
+			fin = w->done(w->arg);
+		}
+		if (fin) {
 			rc = 1;
 		} else {
 			now = emp__now(ep);
