@@ -178,11 +178,6 @@ int emp__drive_post(struct emp_endpoint *ep)
 	return drive_ex(ep, 1, 0);
 }
 
-int emp__drive_sleep(struct emp_endpoint *ep)
-{
-	return drive_ex(ep, 0, 0);
-}
-
 int emp__drive_nap(struct emp_endpoint *ep)
 {
 	return drive_ex(ep, HOLD_SLEEP, 0);

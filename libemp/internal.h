@@ -89,10 +89,8 @@ int emp__drive_post(struct emp_endpoint *ep);
 /* the same for a spinning caller: skips the engine when nothing is waiting */
 int emp__drive_spin(struct emp_endpoint *ep);
 /* the same before a thread sleeps: nothing is held back for a reply (nobody
- * would send it before the ack hold ran out) */
-int emp__drive_sleep(struct emp_endpoint *ep);
-/* the same, but a bulk stream's acks may wait (emp__fw_bulk_deadline): the
- * caller's sleep ends by then */
+ * would send it before the ack hold ran out), but a bulk stream's acks may
+ * wait (emp__fw_bulk_deadline): the caller's sleep ends by then */
 int emp__drive_nap(struct emp_endpoint *ep);
 /* the same, waiting for the engine lock rather than leaving it to its holder */
 int emp__drive_sure(struct emp_endpoint *ep);

@@ -25,9 +25,9 @@ cluster_loss() { bash "$ROOT/scripts/cluster" loss "$1" --prefix "$PREFIX" >/dev
 on() { local h=$1; shift; ip netns exec "${PREFIX}${h}" "$@"; }
 # bg N LOG CMD...: run in the background on host N, output to LOG
 bg() { local h=$1 log=$2; shift 2; ip netns exec "${PREFIX}${h}" "$@" >"$log" 2>&1 & PIDS+=($!); BGLOG[$!]=$log; }
-# emp_rx N: EtherType 0x88b5 frames that arrived at host N so far
 # mac_of N: host N's eth0 MAC address
 mac_of() { on "$1" cat /sys/class/net/eth0/address; }
+# emp_rx N: EtherType 0x88b5 frames that arrived at host N so far
 emp_rx() { on "$1" nft list counter netdev emp emp_rx | awk '/packets/ { print $2 }'; }
 emp_rx_bytes() { on "$1" nft list counter netdev emp emp_rx | awk '/packets/ { print $4 }'; }
 fail() { echo "FAIL: $*" >&2; exit 1; }

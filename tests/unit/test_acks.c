@@ -270,7 +270,6 @@ struct armed {
 	emp_req_t *r, **sent;
 	struct iovec *ping;
 	int arms, sleeps;
-	uint64_t frames0, frames_in_wait;
 };
 static int armed_done(void *arg)
 {
@@ -298,7 +297,7 @@ static void t_armed_ack(void)
 {
 	static struct pp t;
 	pp_begin(&t);
-	struct armed a = { &t.h, t.q1, &t.s0, &t.vp, 0, 0, t.a1.tx_frames, 0 };
+	struct armed a = { &t.h, t.q1, &t.s0, &t.vp, 0, 0 };
 	struct emp_waitfor wf = { .done = armed_done, .arm = armed_arm, .sleep = armed_sleep, .arg = &a,
 				  .timeout_ns = 10 * MS };
 	CHECK_EQ(emp_wait_for(t.h.ep[1], &wf), 1);
