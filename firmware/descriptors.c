@@ -45,7 +45,7 @@ void emp__repost_recv(struct emp_fw *fw, int32_t r)
 	x->tag = d->tag;
 	x->peer = NIL;
 	x->msg_id = x->nframes = x->frag = x->cum = 0;
-	x->len = x->sack = x->deadline = x->rx_expire = x->rx_limit = 0;
+	x->len = x->sack = x->deadline = x->rx_expire = x->rx_limit = x->rx_first = 0;
 	x->since_ack = x->nack_cum = 0;
 	int32_t q = l->head;
 	while (q != NIL && fw->rec[q].seq < x->seq)

@@ -122,14 +122,17 @@ struct rec {
 	uint16_t src_host, src_ep;  /* recv: actual source */
 	uint64_t rx_expire;         /* recv: give the message up at this time (expire.c) */
 	uint64_t rx_limit;          /* recv: ... and at the latest at this one */
+	uint64_t rx_first;          /* recv: when its first frame was taken, 0 none yet (gather.c) */
 };
 
 /* the pace of multi-frame messages arriving (gather.c) */
 struct gather {
-	uint64_t t0, last;          /* a span's first frame, the latest frame */
-	uint64_t gap;               /* smoothed ns between frames, 0: not measured yet */
+	uint64_t start;             /* the flow's first frame (measured afresh from there) */
+	uint64_t t0, last;          /* the look that opened the span, the latest look that took a frame */
+	uint64_t gap;               /* ns between frames arriving, 0: not measured yet */
+	uint64_t msg_gap;           /* smoothed ns per frame of whole messages, first to last, 0: none yet */
 	uint64_t small_at;          /* the latest frame of a message of few frames, 0 none */
-	uint32_t n;                 /* frames taken in the span after t0's */
+	uint32_t n;                 /* frames taken in the span's looks after t0's */
 	int on;                     /* a flow is being measured */
 };
 
@@ -301,7 +304,9 @@ void emp__repost_recv(struct emp_fw *fw, int32_t r);
 void emp__recv_matched(struct emp_fw *fw, struct rec *x, uint64_t now);
 void emp__recv_progress(struct emp_fw *fw, struct rec *x, uint64_t now);
 /* gather.c: a frame of message x was taken (its pace is measured) */
-void emp__gather_frame(struct emp_fw *fw, const struct rec *x, uint64_t now);
+void emp__gather_frame(struct emp_fw *fw, struct rec *x, uint64_t now);
+/* gather.c: x, a receive, took its last frame now (its pace is measured) */
+void emp__gather_done(struct emp_fw *fw, const struct rec *x, uint64_t now);
 int emp__recv_expired(struct emp_fw *fw, int32_t p, int32_t r, uint64_t now);
 int emp__recv_dead(const struct peer *pe, uint32_t msg_id, uint16_t session);
 /* auth.c: frame authentication */

@@ -261,6 +261,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 	}
 	x->since_ack++;
 	if (x->cum == x->nframes) {
+		emp__gather_done(fw, x, now);
 		emp__send_ack(fw, p, x, 0);
 		if (emp__bulk(fw, x))
 			emp__tx_bulk_ack(fw, x->msg_id, now);

@@ -300,8 +300,10 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 	uint64_t g0 = gather_for(ep, end);
 	if (g0)
 		rc = gather(ep, w, g0, end);
+	/* after a gathering sleep the message still incomplete gathers again
+	 * (the loop below); a spin would burn the CPU until it is complete */
 	uint64_t budget = 0;
-	if (rc == UNDECIDED && ep->spin_ns) {
+	if (rc == UNDECIDED && ep->spin_ns && !g0) {
 		if (!emp__crowded())
 			budget = spin_budget;
 		else

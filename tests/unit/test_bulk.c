@@ -270,15 +270,18 @@ static void t_gather_pace(void)
 	CHECK(h_wait(&s.h, 1, rr[0], &st, 1 * MS));
 	CHECK_EQ(st.result, (long long)LEN);
 	CHECK(h_check(rb[0], LEN, 5));
-	/* 2 us a frame (5.8 Gbit/s), measured over a message: 30 frames left is
-	 * 60 us; 10 left, 20 us, is less than a timer slack */
+	/* then 2 us a frame (5.8 Gbit/s), measured over a message: the arrival
+	 * gap follows at once, the smoothed message pace (12 us a frame so far)
+	 * over a few messages; meanwhile a sleep is at most 4 times left x the
+	 * arrival gap: 30 frames left, 240 us; 10 left, 80 us */
 	paced(&s, 2, LEN, 0, NF, 2 * US);
 	CHECK(h_wait(&s.h, 1, rr[1], &st, 1 * MS));
 	paced(&s, 3, LEN, 0, 60, 2 * US);
 	g = gather_ns(&s, 2 * MS);
-	CHECK_MSG(near(g, 30 * 2 * US), "30 frames left at 2 us: %llu ns", (unsigned long long)g);
+	CHECK_MSG(near(g, 4 * 30 * 2 * US), "30 frames left at 2 us after 12 us: %llu ns", (unsigned long long)g);
 	paced(&s, 3, LEN, 60, 80, 2 * US);
-	CHECK_EQ(gather_ns(&s, 2 * MS), 0);
+	g = gather_ns(&s, 2 * MS);
+	CHECK_MSG(near(g, 4 * 10 * 2 * US), "10 frames left at 2 us after 12 us: %llu ns", (unsigned long long)g);
 	paced(&s, 3, LEN, 80, NF, 2 * US);
 	CHECK(h_wait(&s.h, 1, rr[2], &st, 1 * MS));
 	/* 0.9 us a frame (13 Gbit/s), measured over three messages: 60 frames
@@ -306,7 +309,9 @@ static void t_gather_pace(void)
 	paced(&s, 9, LEN, 80, NF, 12 * US);
 	CHECK(h_wait(&s.h, 1, rr[8], &st, 1 * MS));
 	/* frames taken ten at a time every 120 us (as after gathering sleeps):
-	 * still 12 us a frame, not 120 us nor none */
+	 * still 12 us a frame, not 120 us nor none (the first ten, too, come
+	 * over 120 us after the message before) */
+	s.h.now += 108 * US;
 	for (uint32_t i = 0; i < 60; i++) {
 		data_frame(&s, 10, LEN, i);
 		if (i % 10 == 9)
@@ -317,7 +322,78 @@ static void t_gather_pace(void)
 	paced(&s, 10, LEN, 60, NF, 12 * US);
 	CHECK(h_wait(&s.h, 1, rr[9], &st, 1 * MS));
 	CHECK(h_check(rb[9], LEN, 5));
-	CHECK_EQ(h_ctr(&s.h, 1).rx_gathers - g0, 7);
+	CHECK_EQ(h_ctr(&s.h, 1).rx_gathers - g0, 8);
+	h_free(&s.h);
+}
+
+/* The arrival gap counts the frames of one look in the span that look
+ * closes: 20 frames taken in one look after a 240 us sleep, then one frame a
+ * look, all arriving 12 us apart, measure 12 us (counted in the next span,
+ * with no time of their own, they made it about 4 us). */
+static void t_gather_spans(void)
+{
+	static struct scr s;
+	static uint8_t rb[LEN];
+	scr_open(&s);
+	struct iovec v = { rb, LEN };
+	emp_req_t *rr;
+	CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr), 0);
+	h_run(&s.h, NULL, NULL, 1 * MS);
+	paced(&s, 1, LEN, 0, 20, 12 * US);
+	s.h.now += 228 * US;                                     /* host 1 sleeps; 20 frames come */
+	for (uint32_t i = 20; i < 40; i++)
+		data_frame(&s, 1, LEN, i);
+	h_run_only(&s.h, 1, NULL, NULL, 12 * US);                 /* and are taken in one look */
+	paced(&s, 1, LEN, 40, 60, 12 * US);
+	uint64_t g = gather_ns(&s, 2 * MS);
+	CHECK_MSG(near(g, 30 * 12 * US), "30 frames left at 12 us, 20 taken in one look: %llu ns",
+		  (unsigned long long)g);
+	paced(&s, 1, LEN, 60, NF, 12 * US);
+	struct emp_status st;
+	CHECK(h_wait(&s.h, 1, rr, &st, 1 * MS));
+	CHECK_EQ(st.result, (long long)LEN);
+	CHECK(h_check(rb, LEN, 5));
+	h_free(&s.h);
+}
+
+/* two messages at a time, frames alternating 2 us apart: each message's own
+ * frames come 4 us apart, and the sleep for the nearest one's last 30 frames
+ * is 120 us, not the 60 us the arrival gap alone gives */
+static void alternate(struct scr *s, uint32_t a, uint32_t from, uint32_t to)
+{
+	for (uint32_t i = from; i < to; i++) {
+		data_frame(s, a, LEN, i);
+		h_run_only(&s->h, 1, NULL, NULL, 2 * US);
+		data_frame(s, a + 1, LEN, i);
+		h_run_only(&s->h, 1, NULL, NULL, 2 * US);
+	}
+}
+
+static void t_gather_msg_pace(void)
+{
+	static struct scr s;
+	static uint8_t rb[4][LEN];
+	emp_req_t *rr[4];
+	scr_open(&s);
+	for (int i = 0; i < 4; i++) {
+		struct iovec v = { rb[i], LEN };
+		CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr[i]), 0);
+	}
+	h_run(&s.h, NULL, NULL, 1 * MS);
+	alternate(&s, 1, 0, NF);
+	struct emp_status st;
+	CHECK(h_wait(&s.h, 1, rr[0], &st, 1 * MS));
+	CHECK(h_wait(&s.h, 1, rr[1], &st, 1 * MS));
+	alternate(&s, 3, 0, 60);
+	uint64_t g = gather_ns(&s, 2 * MS);
+	CHECK_MSG(near(g, 30 * 4 * US), "30 frames left, two messages' frames alternating 2 us apart: %llu ns",
+		  (unsigned long long)g);
+	alternate(&s, 3, 60, NF);
+	for (int i = 2; i < 4; i++) {
+		CHECK(h_wait(&s.h, 1, rr[i], &st, 1 * MS));
+		CHECK_EQ(st.result, (long long)LEN);
+		CHECK(h_check(rb[i], LEN, 5));
+	}
 	h_free(&s.h);
 }
 
@@ -369,5 +445,7 @@ static const struct emp_test tests[] = {
 	{ "bulk_medium_acks", t_bulk_medium_acks, 30 },
 	{ "bulk_gap_named_again", t_bulk_gap_named_again, 30 },
 	{ "gather_pace", t_gather_pace, 30 },
+	{ "gather_spans", t_gather_spans, 30 },
+	{ "gather_msg_pace", t_gather_msg_pace, 30 },
 };
 const struct emp_test_suite emp_suite_bulk = { "bulk", tests, sizeof(tests) / sizeof(tests[0]) };
