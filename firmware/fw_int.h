@@ -131,6 +131,9 @@ struct gather {
 	uint64_t t0, last;          /* the look that opened the span, the latest look that took a frame */
 	uint64_t gap;               /* ns between frames arriving, 0: not measured yet */
 	uint64_t msg_gap;           /* smoothed ns per frame of whole messages, first to last, 0: none yet */
+	uint64_t done_at;           /* the latest multi-frame message completed, 0 none */
+	uint64_t msg_int;           /* smoothed ns between their completions, 0: not measured yet */
+	uint32_t sends, sends_at_done;   /* sends posted, and their count at done_at */
 	uint64_t small_at;          /* the latest frame of a message of few frames, 0 none */
 	uint32_t n;                 /* frames taken in the span's looks after t0's */
 	int on;                     /* a flow is being measured */
@@ -307,6 +310,8 @@ void emp__recv_progress(struct emp_fw *fw, struct rec *x, uint64_t now);
 void emp__gather_frame(struct emp_fw *fw, struct rec *x, uint64_t now);
 /* gather.c: x, a receive, took its last frame now (its pace is measured) */
 void emp__gather_done(struct emp_fw *fw, const struct rec *x, uint64_t now);
+/* gather.c: a send was posted (a host that sends is not a stream's receiver only) */
+void emp__gather_sent(struct emp_fw *fw);
 int emp__recv_expired(struct emp_fw *fw, int32_t p, int32_t r, uint64_t now);
 int emp__recv_dead(const struct peer *pe, uint32_t msg_id, uint16_t session);
 /* auth.c: frame authentication */

@@ -156,6 +156,7 @@ void emp__send_enqueue(struct emp_fw *fw, int32_t p, int32_t r)
 		if (fw->rec[q].tag == x->tag)
 			lane = 0;
 	x->lane = (uint8_t)lane;
+	emp__gather_sent(fw);
 	emp__dl_push(fw, lane ? &pe->txs : &pe->txq, r);
 }
 

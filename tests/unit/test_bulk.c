@@ -440,6 +440,56 @@ static void t_bulk_gap_named_again(void)
 	h_free(&s.h);
 }
 
+/* A one-way stream whose messages come in bursts (16 frames 1 us apart,
+ * one message every 100 us, as a sender bound by its own CPU sends them):
+ * with no message under way, 30 us after the last one completed, a waiter
+ * may sleep until the next is due (70 us); not once this host posted a send
+ * (a request/response's answer comes when the peer makes it), nor once the
+ * interval has passed twice over (the stream ended) */
+static void t_gather_next(void)
+{
+	enum { M = 8, MF = 16 };
+	static struct scr s;
+	static uint8_t rb[M][MF * FRAG];
+	emp_req_t *rr[M];
+	const uint32_t len = MF * FRAG;
+	scr_open(&s);
+	for (int i = 0; i < M; i++) {
+		struct iovec v = { rb[i], len };
+		CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr[i]), 0);
+	}
+	h_run(&s.h, NULL, NULL, 1 * MS);
+	uint64_t g0 = h_ctr(&s.h, 1).rx_gathers;
+	struct emp_status st;
+	for (uint32_t m = 0; m < 6; m++) {
+		paced(&s, m + 1, len, 0, MF, 1 * US);
+		CHECK(h_wait(&s.h, 1, rr[m], &st, 1 * US));
+		CHECK_EQ(st.result, (long long)len);
+		CHECK(h_check(rb[m], len, 5));
+		if (m < 5)
+			h_run_only(&s.h, 1, NULL, NULL, (100 - MF) * US);
+	}
+	h_run_only(&s.h, 1, NULL, NULL, 30 * US);
+	uint64_t g = gather_ns(&s, 2 * MS);
+	CHECK_MSG(near(g, 70 * US), "no message under way, 30 us after one, one every 100 us: %llu ns",
+		  (unsigned long long)g);
+	CHECK_EQ(gather_ns(&s, 40 * US), 0);                     /* the caller's bound: below a timer slack */
+	h_run_only(&s.h, 1, NULL, NULL, 170 * US);
+	CHECK_EQ(gather_ns(&s, 2 * MS), 0);                      /* 200 us since: the stream ended */
+	paced(&s, 7, len, 0, MF, 1 * US);                        /* it goes on: one more message */
+	CHECK(h_wait(&s.h, 1, rr[6], &st, 1 * US));
+	h_run_only(&s.h, 1, NULL, NULL, 30 * US);
+	CHECK_MSG(gather_ns(&s, 2 * MS) > 0, "a message again, then 30 us: the next is due");
+	uint8_t b[64] = { 0 };
+	struct iovec v = { b, sizeof(b) };
+	emp_req_t *sr;
+	CHECK_EQ(emp_post_send(s.h.ep[1], h_addr(0), 7, &v, 1, &sr), 0);
+	h_run_only(&s.h, 1, NULL, NULL, 1 * US);
+	CHECK_EQ(gather_ns(&s, 2 * MS), 0);                      /* it sent: an answer is not due at an interval */
+	CHECK_EQ(h_ctr(&s.h, 1).rx_gathers - g0, 2);
+	h_free(&s.h);
+}
+
 static const struct emp_test tests[] = {
 	{ "bulk_ack_bursts", t_bulk_ack_bursts, 30 },
 	{ "bulk_medium_acks", t_bulk_medium_acks, 30 },
@@ -447,5 +497,6 @@ static const struct emp_test tests[] = {
 	{ "gather_pace", t_gather_pace, 30 },
 	{ "gather_spans", t_gather_spans, 30 },
 	{ "gather_msg_pace", t_gather_msg_pace, 30 },
+	{ "gather_next", t_gather_next, 30 },
 };
 const struct emp_test_suite emp_suite_bulk = { "bulk", tests, sizeof(tests) / sizeof(tests[0]) };
