@@ -196,6 +196,17 @@ static void paced(struct scr *s, uint32_t id, uint32_t len, uint32_t from, uint3
 	}
 }
 
+/* n receives of len bytes each into bufs (one after another) from host 0,
+ * tag 7, posted at host 1 */
+static void post_recvs(struct scr *s, uint8_t *bufs, uint32_t len, int n, emp_req_t **rr)
+{
+	for (int i = 0; i < n; i++) {
+		struct iovec v = { bufs + (size_t)i * len, len };
+		CHECK_EQ(emp_post_recv(s->h.ep[1], h_addr(0), 7, &v, 1, &rr[i]), 0);
+	}
+	h_run(&s->h, NULL, NULL, 1 * MS);
+}
+
 /* A message of 12 frames (within the message window: MTU 9000's 128 KiB is
  * 15), its frames taken one poll each: acked once, at its end (acked per
  * poll before, it drew 12 acks, each a system call of the receiver's); one
@@ -244,11 +255,7 @@ static void t_gather_pace(void)
 	static uint8_t rb[10][LEN];
 	emp_req_t *rr[10];
 	scr_open(&s);
-	for (int i = 0; i < 10; i++) {
-		struct iovec v = { rb[i], LEN };
-		CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr[i]), 0);
-	}
-	h_run(&s.h, NULL, NULL, 1 * MS);
+	post_recvs(&s, rb[0], LEN, 10, rr);
 	uint64_t g0 = h_ctr(&s.h, 1).rx_gathers;
 	CHECK_EQ(gather_ns(&s, 500 * US), 0);                    /* nothing under way */
 	paced(&s, 1, LEN, 0, 40, 12 * US);
@@ -334,11 +341,9 @@ static void t_gather_spans(void)
 {
 	static struct scr s;
 	static uint8_t rb[LEN];
-	scr_open(&s);
-	struct iovec v = { rb, LEN };
 	emp_req_t *rr;
-	CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr), 0);
-	h_run(&s.h, NULL, NULL, 1 * MS);
+	scr_open(&s);
+	post_recvs(&s, rb, LEN, 1, &rr);
 	paced(&s, 1, LEN, 0, 20, 12 * US);
 	s.h.now += 228 * US;                                     /* host 1 sleeps; 20 frames come */
 	for (uint32_t i = 20; i < 40; i++)
@@ -375,11 +380,7 @@ static void t_gather_msg_pace(void)
 	static uint8_t rb[4][LEN];
 	emp_req_t *rr[4];
 	scr_open(&s);
-	for (int i = 0; i < 4; i++) {
-		struct iovec v = { rb[i], LEN };
-		CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr[i]), 0);
-	}
-	h_run(&s.h, NULL, NULL, 1 * MS);
+	post_recvs(&s, rb[0], LEN, 4, rr);
 	alternate(&s, 1, 0, NF);
 	struct emp_status st;
 	CHECK(h_wait(&s.h, 1, rr[0], &st, 1 * MS));
@@ -454,11 +455,7 @@ static void t_gather_next(void)
 	emp_req_t *rr[M];
 	const uint32_t len = MF * FRAG;
 	scr_open(&s);
-	for (int i = 0; i < M; i++) {
-		struct iovec v = { rb[i], len };
-		CHECK_EQ(emp_post_recv(s.h.ep[1], h_addr(0), 7, &v, 1, &rr[i]), 0);
-	}
-	h_run(&s.h, NULL, NULL, 1 * MS);
+	post_recvs(&s, rb[0], len, M, rr);
 	uint64_t g0 = h_ctr(&s.h, 1).rx_gathers;
 	struct emp_status st;
 	for (uint32_t m = 0; m < 6; m++) {
