@@ -99,7 +99,7 @@ void emp__gather_done(struct emp_fw *fw, const struct rec *x, uint64_t now)
 	struct gather *g = &fw->rxg;
 	if (x->nframes < EMP_GATHER_MIN_FRAMES || !g->on)
 		return;
-	if (g->done_at >= g->start && now > g->done_at)
+	if (g->done_at && g->done_at >= g->start && now > g->done_at)
 		g->msg_int = smooth(g->msg_int, now - g->done_at);
 	g->done_at = now;
 	g->sends_at_done = g->sends;
