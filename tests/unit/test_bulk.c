@@ -336,7 +336,7 @@ static void t_gather_pace(void)
 /* The arrival gap counts the frames of one look in the span that look
  * closes: 20 frames taken in one look after a 240 us sleep, then one frame a
  * look, all arriving 12 us apart, measure 12 us (counted in the next span,
- * with no time of their own, they made it about 4 us). */
+ * with no time of their own, they made it about 6 us). */
 static void t_gather_spans(void)
 {
 	static struct scr s;
@@ -361,9 +361,7 @@ static void t_gather_spans(void)
 	h_free(&s.h);
 }
 
-/* two messages at a time, frames alternating 2 us apart: each message's own
- * frames come 4 us apart, and the sleep for the nearest one's last 30 frames
- * is 120 us, not the 60 us the arrival gap alone gives */
+/* frames [from, to) of messages a and a + 1 alternating, 2 us apart */
 static void alternate(struct scr *s, uint32_t a, uint32_t from, uint32_t to)
 {
 	for (uint32_t i = from; i < to; i++) {
@@ -374,6 +372,9 @@ static void alternate(struct scr *s, uint32_t a, uint32_t from, uint32_t to)
 	}
 }
 
+/* two messages at a time, frames alternating 2 us apart: each message's own
+ * frames come 4 us apart, and the sleep for the nearest one's last 30 frames
+ * is 120 us, not the 60 us the arrival gap alone gives */
 static void t_gather_msg_pace(void)
 {
 	static struct scr s;
