@@ -132,15 +132,20 @@ static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contende
 	}
 }
 
-static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
+static int drive_ex2(struct emp_endpoint *ep, int hold, int sure, int *contended)
 {
 	if (emp__tl_progress)
-		return drive_core(ep, hold, sure, NULL);
+		return drive_core(ep, hold, sure, contended);
 	__atomic_add_fetch(&ep->drivers, 1, __ATOMIC_SEQ_CST);
-	int n = drive_core(ep, hold, sure, NULL);
+	int n = drive_core(ep, hold, sure, contended);
 	__atomic_sub_fetch(&ep->drivers, 1, __ATOMIC_SEQ_CST);
 	saw_device(ep);
 	return n;
+}
+
+static int drive_ex(struct emp_endpoint *ep, int hold, int sure)
+{
+	return drive_ex2(ep, hold, sure, NULL);
 }
 
 /* the progress thread's drive: -EBUSY when another thread held the engine
@@ -176,6 +181,17 @@ int emp__drive(struct emp_endpoint *ep)
 int emp__drive_post(struct emp_endpoint *ep)
 {
 	return drive_ex(ep, 1, 0);
+}
+
+int emp__drive_post_busy(struct emp_endpoint *ep, int *contended)
+{
+	*contended = 0;
+	return drive_ex2(ep, 1, 0, contended);
+}
+
+int emp__drive_post_sure(struct emp_endpoint *ep)
+{
+	return drive_ex(ep, 1, 1);
 }
 
 int emp__drive_nap(struct emp_endpoint *ep)

@@ -86,6 +86,11 @@ int emp__drive_try(struct emp_endpoint *ep);
  * and may answer what it takes now (a held ack may wait for its reply; the
  * thread's next look before a sleep sends it if no reply came) */
 int emp__drive_post(struct emp_endpoint *ep);
+/* the same; *contended set when another thread held the engine lock (its
+ * holder takes the frames; the device fd stays readable until it has) */
+int emp__drive_post_busy(struct emp_endpoint *ep, int *contended);
+/* the same, waiting for the engine lock rather than leaving it to its holder */
+int emp__drive_post_sure(struct emp_endpoint *ep);
 /* the same for a spinning caller: skips the engine when nothing is waiting */
 int emp__drive_spin(struct emp_endpoint *ep);
 /* the same before a thread sleeps: nothing is held back for a reply (nobody
@@ -99,6 +104,7 @@ int emp__drive_flush(struct emp_endpoint *ep);
 /* more threads runnable than CPUs plus one (wait.c): waiters do not spin */
 int emp__crowded(void);
 extern unsigned long emp__crowd_skips;   /* waits that did not spin: crowded (tests) */
+extern unsigned long emp__lock_waits;   /* waits that waited for the engine lock's holder after a sleep ended at once (tests) */
 /* emp_wait/emp_wait_any on emp_wait_for (wait.c): index of a done request or -ETIMEDOUT */
 int emp__wait_reqs(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns);
 /* the calling thread batches its posts (emp_defer) */

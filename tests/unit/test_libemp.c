@@ -1,6 +1,7 @@
 /* test_libemp.c: the host API with real threads and real time: progress thread, wait/wait-any/timeouts, hooks, open errors. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -414,6 +415,86 @@ static void t_wait_for_last_look(void)
 	pair_close(&p);
 }
 
+/* ---- emp_wait_for: a sleep that the engine's holder ended ---- */
+
+/* Frames are on the device but another thread holds the engine lock (it is
+ * taking them). The device fd stays readable until it has, so a waiter that
+ * slept again after its failed look would return at once, again and again:
+ * pgbench -j 2's two threads made 3.1-3.6 ppoll calls per transaction that
+ * way. The waiter waits for the holder instead, then looks itself. */
+struct held { struct emp_endpoint *ep; atomic_int locked; int ms; };
+static void *hold_engine(void *arg)
+{
+	struct held *h = arg;
+	pthread_mutex_lock(&h->ep->eng_lock);
+	atomic_store(&h->locked, 1);
+	usleep(h->ms * 1000);
+	pthread_mutex_unlock(&h->ep->eng_lock);
+	return NULL;
+}
+struct hw { struct emp_endpoint *ep; emp_req_t *r; int sleeps; };
+static int hw_done(void *arg)
+{
+	struct hw *a = arg;
+	return __atomic_load_n(&a->r->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+static int hw_sleep(void *arg, int64_t ns)
+{
+	struct hw *a = arg;
+	a->sleeps++;
+	struct pollfd pf = { emp_wait_fd(a->ep), POLLIN, 0 };
+	int ms = ns < 0 || ns > 1000000000 ? 1000 : (int)(ns / 1000000);
+	return poll(&pf, 1, ms) < 0 ? -errno : 0;   /* the device only: no event of the caller's */
+}
+
+static void t_wait_for_holder(void)
+{
+	struct pair p;
+	pair_open(&p, 0);                 /* no progress thread */
+	p.ep[1]->spin_ns = 0;             /* no spin: straight to the sleep */
+	char b[64], w[8] = "warm", m[24] = "taken after the holder";
+	struct iovec di = { b, sizeof(b) }, wi = { w, sizeof(w) }, mi = { m, sizeof(m) };
+	emp_req_t *r, *s;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 6, &di, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 6, &wi, 1, &s), 0);
+	CHECK(drive_both(&p, r, s));      /* the session is up: the message is one data frame */
+	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 7, &di, 1, &r), 0);
+	struct held h = { .ep = p.ep[1], .ms = 40 };
+	pthread_t th;
+	CHECK_EQ(pthread_create(&th, NULL, hold_engine, &h), 0);
+	while (!atomic_load(&h.locked))
+		usleep(100);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 7, &mi, 1, &s), 0);
+	struct pollfd pf = { emp_wait_fd(p.ep[1]), POLLIN, 0 };
+	for (int i = 0; i < 200 && poll(&pf, 1, 0) == 0; i++) {
+		emp_progress(p.ep[0]);
+		usleep(100);
+	}
+	CHECK_MSG(pf.revents & POLLIN, "the frame never reached the device");
+	unsigned long lw0 = __atomic_load_n(&emp__lock_waits, __ATOMIC_RELAXED);
+	struct hw a = { .ep = p.ep[1], .r = r };
+	struct emp_waitfor wf = { .done = hw_done, .sleep = hw_sleep, .arg = &a, .timeout_ns = 2000000000 };
+	int rc = emp_wait_for(p.ep[1], &wf);
+	unsigned long lw = __atomic_load_n(&emp__lock_waits, __ATOMIC_RELAXED) - lw0;
+	pthread_join(th, NULL);
+	/* one sleep that the readable device ends at once, then the wait for
+	 * the holder (40 ms of sleeps ending at once without it) */
+	CHECK_MSG(rc == 1 && a.sleeps <= 2 && lw >= 1, "emp_wait_for %d, %d sleeps, %lu waits for the holder",
+		  rc, a.sleeps, lw);
+	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+	CHECK(st.result == (int64_t)sizeof(m) && !memcmp(b, m, sizeof(m)));
+	for (int i = 0; i < 50; i++) {        /* the send's ack */
+		emp_progress(p.ep[0]);
+		emp_progress(p.ep[1]);
+		usleep(100);
+	}
+	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
+	pair_close(&p);
+}
+
 /* More runnable threads than CPUs: a waiter sleeps at once instead of
  * spinning (wait.c crowded): done() is never asked from inside a spin */
 struct crowd { atomic_int stop; };
@@ -555,6 +636,7 @@ static const struct emp_test tests[] = {
 	{ "libemp_yield_interval", t_yield_interval, 20 },
 	{ "libemp_loadavg_fd", t_loadavg_fd, 20 },
 	{ "libemp_wait_for_last_look", t_wait_for_last_look, 20 },
+	{ "libemp_wait_for_holder", t_wait_for_holder, 20 },
 	{ "libemp_progress_thread", t_progress_thread, 20 },
 	{ "libemp_progress_engine_held", t_progress_engine_held, 20 },
 	{ "libemp_counters_line", t_counters_line, 20 },
