@@ -1,6 +1,7 @@
 /* drive.c: driving the engine: whoever holds the engine lock polls it (device, mailbox, timers, transmit); completions wake sleepers and go to the hook; the drive variants by what the caller does next (post, spin, sleep, flush). */
 #include <errno.h>
 #include <stdio.h>
+#include <time.h>
 #include "sys.h"
 #include "internal.h"
 
@@ -83,6 +84,7 @@ static void saw_device(struct emp_endpoint *ep)
  * acks may wait (the caller sleeps no longer than emp__fw_bulk_deadline).
  * sure: wait for the engine lock rather than leave the work to its holder. */
 #define HOLD_SLEEP (-2)
+#define SURE_BOUNDED 2   /* sure, but for EMP__HOLDER_WAIT_NS at most */
 static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contended)
 {
 	int bulk = hold == HOLD_SLEEP;
@@ -91,7 +93,24 @@ static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contende
 	uint32_t idx[256];
 	int total = 0;
 	for (;;) {
-		if (sure) {
+		if (sure == SURE_BOUNDED) {
+			/* at most EMP__HOLDER_WAIT_NS: a holder that keeps the lock
+			 * longer (a long transmit, or preempted) leaves the caller
+			 * free to look at its condition and sleep again */
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += EMP__HOLDER_WAIT_NS;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			sure = 0;
+			if (pthread_mutex_clocklock(&ep->eng_lock, CLOCK_MONOTONIC, &ts)) {
+				if (contended && !total)
+					*contended = 1;
+				return total;
+			}
+		} else if (sure) {
 			pthread_mutex_lock(&ep->eng_lock);
 			sure = 0;
 		} else if (pthread_mutex_trylock(&ep->eng_lock)) {
@@ -189,9 +208,11 @@ int emp__drive_post_busy(struct emp_endpoint *ep, int *contended)
 	return drive_ex2(ep, 1, 0, contended);
 }
 
-int emp__drive_post_sure(struct emp_endpoint *ep)
+int emp__drive_post_holder(struct emp_endpoint *ep)
 {
-	return drive_ex(ep, 1, 1);
+	int contended = 0;
+	drive_ex2(ep, 1, SURE_BOUNDED, &contended);
+	return contended ? -EBUSY : 0;
 }
 
 int emp__drive_nap(struct emp_endpoint *ep)

@@ -89,8 +89,10 @@ int emp__drive_post(struct emp_endpoint *ep);
 /* the same; *contended set when another thread held the engine lock (its
  * holder takes the frames; the device fd stays readable until it has) */
 int emp__drive_post_busy(struct emp_endpoint *ep, int *contended);
-/* the same, waiting for the engine lock rather than leaving it to its holder */
-int emp__drive_post_sure(struct emp_endpoint *ep);
+/* the same, waiting up to EMP__HOLDER_WAIT_NS for the engine lock rather
+ * than leaving the work to its holder: -EBUSY if it was held all that time */
+int emp__drive_post_holder(struct emp_endpoint *ep);
+#define EMP__HOLDER_WAIT_NS 500000l
 /* the same for a spinning caller: skips the engine when nothing is waiting */
 int emp__drive_spin(struct emp_endpoint *ep);
 /* the same before a thread sleeps: nothing is held back for a reply (nobody

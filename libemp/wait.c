@@ -34,6 +34,8 @@
  * readable until it has) is followed by a wait for that lock, not by another
  * sleep: pgbench -j 2's two threads, sharing one engine, slept again and
  * again meanwhile (3.1-4.4 ppoll calls per transaction, 0.2 with the wait).
+ * The wait lasts EMP__HOLDER_WAIT_NS at most (a holder in a long transmit, or
+ * preempted): then the thread looks at its condition and sleeps as before.
  *
  * Spinning threads yield the CPU now and then, for a peer that shares it on a
  * small host; a yield that comes back at once (nobody else wanted the CPU)
@@ -359,7 +361,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 			/* the frames that ended the sleep are another thread's to take
 			 * (it holds the engine): the device fd stays readable until it
 			 * has, so a sleep now would end at once again; wait for it */
-			emp__drive_post_sure(ep);
+			emp__drive_post_holder(ep);   /* at most EMP__HOLDER_WAIT_NS; then as before */
 			__atomic_add_fetch(&emp__lock_waits, 1, __ATOMIC_RELAXED);
 		}
 		now = emp__now(ep);
