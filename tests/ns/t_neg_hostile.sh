@@ -12,7 +12,9 @@ bg 2 "$T/server.log" env EMP_SOCK_DEBUG=1 "$ER" --strict "$CONNT" server 7300   
 wait_port 2 7300
 # the side channel's traffic on the client host, for the replays
 bg 1 "$T/cap.log" "$PY" "$PROGS/negcap.py" eth0 "$T/cap" 20
-sleep 0.3
+# its file appears once its socket is bound (a fixed pause missed the first datagrams on a loaded machine)
+for i in $(seq 100); do [ -e "$T/cap" ] && break; sleep 0.05; done
+[ -e "$T/cap" ] || fail "the capture did not start"
 on 1 "$ER" --strict "$CONNT" client 10.77.0.2 7300 30 100 > "$T/warm.log" 2>&1 || { cat "$T/warm.log"; fail "warm-up connections"; }
 at_least "negotiation datagrams captured for replay" "$(wc -l < "$T/cap")" 20
 # another user may not take the server's UDP port while it listens (the listener's guard holds it)
