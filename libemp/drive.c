@@ -85,6 +85,22 @@ static void saw_device(struct emp_endpoint *ep)
  * sure: wait for the engine lock rather than leave the work to its holder. */
 #define HOLD_SLEEP (-2)
 #define SURE_BOUNDED 2   /* sure, but for EMP__HOLDER_WAIT_NS at most */
+
+/* the engine lock for ns at most: a holder that keeps it longer (a long
+ * transmit, or preempted) leaves the caller free to look at its condition
+ * and sleep again; 0 taken */
+static int lock_within(pthread_mutex_t *mu, long ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += ns;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &ts);
+}
+
 static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contended)
 {
 	int bulk = hold == HOLD_SLEEP;
@@ -93,27 +109,11 @@ static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contende
 	uint32_t idx[256];
 	int total = 0;
 	for (;;) {
-		if (sure == SURE_BOUNDED) {
-			/* at most EMP__HOLDER_WAIT_NS: a holder that keeps the lock
-			 * longer (a long transmit, or preempted) leaves the caller
-			 * free to look at its condition and sleep again */
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_nsec += EMP__HOLDER_WAIT_NS;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			sure = 0;
-			if (pthread_mutex_clocklock(&ep->eng_lock, CLOCK_MONOTONIC, &ts)) {
-				if (contended && !total)
-					*contended = 1;
-				return total;
-			}
-		} else if (sure) {
-			pthread_mutex_lock(&ep->eng_lock);
-			sure = 0;
-		} else if (pthread_mutex_trylock(&ep->eng_lock)) {
+		int err = sure == SURE_BOUNDED ? lock_within(&ep->eng_lock, EMP__HOLDER_WAIT_NS)
+			 : sure ? pthread_mutex_lock(&ep->eng_lock)
+			 : pthread_mutex_trylock(&ep->eng_lock);
+		sure = 0;                    /* the loop's later turns only try */
+		if (err) {                   /* held by another thread (all the while, if sure) */
 			if (contended && !total)
 				*contended = 1;
 			return total;        /* the holder sees our mailbox entries after it unlocks */
@@ -210,9 +210,7 @@ int emp__drive_post_busy(struct emp_endpoint *ep, int *contended)
 
 int emp__drive_post_holder(struct emp_endpoint *ep)
 {
-	int contended = 0;
-	drive_ex2(ep, 1, SURE_BOUNDED, &contended);
-	return contended ? -EBUSY : 0;
+	return drive_ex(ep, 1, SURE_BOUNDED);
 }
 
 int emp__drive_nap(struct emp_endpoint *ep)

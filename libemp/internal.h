@@ -90,7 +90,7 @@ int emp__drive_post(struct emp_endpoint *ep);
  * holder takes the frames; the device fd stays readable until it has) */
 int emp__drive_post_busy(struct emp_endpoint *ep, int *contended);
 /* the same, waiting up to EMP__HOLDER_WAIT_NS for the engine lock rather
- * than leaving the work to its holder: -EBUSY if it was held all that time */
+ * than leaving the work to its holder (held all that time: 0, as a try) */
 int emp__drive_post_holder(struct emp_endpoint *ep);
 #define EMP__HOLDER_WAIT_NS 500000l
 /* the same for a spinning caller: skips the engine when nothing is waiting */
