@@ -75,6 +75,7 @@ struct es_global {
 	int strict;
 	int neg_ms;                      /* negotiation bound per side */
 	int neg_known_ms;                /* client's bound toward a server known to speak EMP */
+	int min_backlog;                 /* listen(): the kernel's accept queue holds at least this many (sock.c) */
 	unsigned nbufs, bufsz;           /* receive buffers per connection, payload bytes each */
 	int debug;
 	emp_endpoint_t *ep;              /* opened on first EMP connection */
@@ -125,7 +126,8 @@ struct es_negst {
 	int st;                          /* client: NG_* (neg.h), under negclient.c's lock */
 	int reg, slot;                   /* client: in the OFFER responder's table (slot) */
 	unsigned gen;                    /* process generation of reg/slot */
-	int64_t t0, t_offer;             /* client: kernel connect started, OFFER answered */
+	int64_t t0, t_offer;             /* client: kernel connect started (moved to the handshake's end once the bound is due: handshake_ns), OFFER answered */
+	int t0_hs;                       /* client: t0 already moved to the handshake's end */
 	int mark;                        /* server: what the client's SYN said (MARK_*, neg.h) */
 	uint64_t skey, ckey;             /* keys of this negotiation (server's, client's) */
 	uint32_t lid;                    /* server: our connection id named in the OFFER */

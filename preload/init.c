@@ -104,6 +104,7 @@ int es__conf(void)
 		es__g.debug = env_u("EMP_SOCK_DEBUG", 0, 0, 9);
 		es__g.neg_ms = env_u("EMP_NEG_TIMEOUT_MS", 500, 5, 60000);
 		es__g.neg_known_ms = env_u("EMP_NEG_TIMEOUT_KNOWN_MS", 5000, 5, 600000);
+		es__g.min_backlog = env_u("EMP_LISTEN_MIN_BACKLOG", 1024, 0, 65535);
 		es__g.nbufs = env_u("EMP_SOCK_BUFS", 32, 2, 256);
 		es__g.bufsz = env_u("EMP_SOCK_BUFSZ", 131072, 1024, 1u << 20);
 		emp_conf_defaults(&es__g.conf);

@@ -21,7 +21,8 @@
  * them, while our application settles them in its own order.
  *
  * Bound: with no OFFER the client gives up EMP_NEG_TIMEOUT_MS (500) after
- * connect, which keeps fallback to plain servers bounded. A server (ip, port)
+ * connect (or after the handshake's end, if a lost SYN made that later:
+ * handshake_ns), which keeps fallback to plain servers bounded. A server (ip, port)
  * that has sent this process an OFFER is known to speak EMP: its OFFER for a
  * new connection comes when its program first uses the accepted socket, which
  * may sit in a busy server's listen backlog, so such connections wait up to
@@ -50,6 +51,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -425,6 +427,25 @@ void es__negc_forget(struct es_sock *s)
 	pthread_mutex_unlock(&neg_lock);
 }
 
+/* When the kernel's handshake ended: the SYN-ACK is the last segment with an
+ * ACK our connection received (a preloaded server sends nothing on it before
+ * the negotiation decides). No OFFER can come before, so the bound counts
+ * from there: a SYN that was lost, or dropped by a server whose accept queue
+ * was full, is sent again only after 1 s, and the bound counted from
+ * connect() had run out before the server even saw the connection. Asked
+ * only once the bound from connect() is due: one system call, on a slow path. */
+static int64_t handshake_ns(struct es_sock *s, int64_t now)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof ti;
+	memset(&ti, 0, sizeof ti);
+	if (R_(getsockopt)(s->kfd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
+	    l < offsetof(struct tcp_info, tcpi_last_ack_recv) + sizeof ti.tcpi_last_ack_recv ||
+	    ti.tcpi_state != TCP_ESTABLISHED)
+		return s->ng.t0;
+	return now - (int64_t)ti.tcpi_last_ack_recv * 1000000;
+}
+
 /* A connected client socket (PENDING) to a decision; the caller is its only settler. */
 int es__negc_settle(struct es_sock *s)
 {
@@ -476,6 +497,13 @@ int es__negc_settle(struct es_sock *s)
 		} else {
 			int lng = long_bound(s);
 			until = s->ng.t0 + bound_ns(lng);
+			if (now >= until && !s->ng.t0_hs) {
+				s->ng.t0_hs = 1;
+				int64_t hs = handshake_ns(s, now);
+				if (hs > s->ng.t0)
+					s->ng.t0 = hs;
+				until = s->ng.t0 + bound_ns(lng);
+			}
 			if (now >= until) {
 				why = lng ? "no EMP offer from the server (known to speak EMP; busy?)"
 					  : "no EMP offer from the server (plain program?)";

@@ -140,6 +140,17 @@ int bind(int fd, const struct sockaddr *sa, socklen_t len)
 	return r;
 }
 
+/* A connection the kernel's accept queue has no room for is not refused: the
+ * server drops the client's SYN (resent after 1 s) or the handshake's last ACK
+ * (the client believes it is connected; the server sends its SYN-ACK again
+ * after 1 s). Either way the server learns of the connection a second or more
+ * after the client's connect, past the negotiation's bound (500 ms: a client
+ * that never heard from this server cannot tell it from a plain program), so
+ * a burst of fresh client processes against a small backlog (Python's
+ * socketserver asks for 5) fell back to kernel TCP, or failed in strict
+ * mode. A listener that may serve EMP peers gets a queue of at least
+ * EMP_LISTEN_MIN_BACKLOG (1024; the kernel caps it at net.core.somaxconn; 0
+ * keeps the program's own), as Onload's EF_ACCEPTQ_MIN_BACKLOG does. */
 int listen(int fd, int backlog)
 {
 	GUARD(listen, fd, backlog);
@@ -148,6 +159,8 @@ int listen(int fd, int backlog)
 		int e = errno;
 		es__negs_listen(fd);          /* the SYN tells a preloaded client from a plain one */
 		es__drop_to_kernel(fd, s);   /* accept() checks each connection itself */
+		if (es__conf() && backlog >= 0 && backlog < es__g.min_backlog)   /* a negative one asks for the most */
+			backlog = es__g.min_backlog;
 		errno = e;
 	}
 	return R_(listen)(fd, backlog);

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""negbacklog.py: a server with a small listen backlog that accepts only once told to, and a client that connects non-blocking, for t_neg_backlog.
+
+  negbacklog.py server PORT BACKLOG GATE   listen(BACKLOG); print "listening"; accept
+                                            nothing until the file GATE exists, then
+                                            echo every connection (a thread each) until EOF
+  negbacklog.py nbclient HOST PORT BYTES   connect non-blocking (poll for POLLOUT), write
+                                            BYTES of a pattern, read them back; "ok" and exit 0
+                                            only if every byte came back intact
+"""
+import os
+import select
+import socket
+import sys
+import threading
+import time
+
+
+def echo(c):
+    with c:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                return
+            c.sendall(b)
+
+
+def server(port, backlog, gate):
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port))
+    l.listen(backlog)
+    print("listening", flush=True)
+    while not os.path.exists(gate):
+        time.sleep(0.01)
+    while True:
+        c, _ = l.accept()
+        threading.Thread(target=echo, args=(c,), daemon=True).start()
+
+
+def nbclient(host, port, n):
+    s = socket.socket()
+    s.setblocking(False)
+    t0 = time.monotonic()
+    s.connect_ex((host, port))
+    p = select.poll()
+    p.register(s, select.POLLOUT)
+    if not p.poll(10000):
+        sys.exit("negbacklog: connect did not finish in 10 s")
+    err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        sys.exit("negbacklog: connect: %s" % os.strerror(err))
+    s.setblocking(True)
+    s.settimeout(10)
+    data = bytes((i * 7 + (i >> 8)) & 0xFF for i in range(n))
+    s.sendall(data)
+    got = b""
+    while len(got) < n:
+        b = s.recv(n - len(got))
+        if not b:
+            break
+        got += b
+    if got != data:
+        sys.exit("negbacklog: %d of %d bytes came back intact" % (len(got), n))
+    print("ok %d bytes, %.0f ms" % (n, (time.monotonic() - t0) * 1000))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "server":
+        server(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1] == "nbclient":
+        nbclient(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        sys.exit(__doc__)

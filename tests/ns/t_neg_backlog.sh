@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# t_neg_backlog: connections the kernel delays before the server can offer EMP. (1) A preloaded server's listener gets an accept queue of at least EMP_LISTEN_MIN_BACKLOG (1024) where the program asks for 1, so a burst of 12 fresh client processes against a server that is not accepting yet overflows nothing (with the program's own backlog the kernel counts overflows: dropped SYNs and handshake ACKs, each a second's delay) and every one echoes intact over EMP under --strict. (2) A client whose first SYN is lost (an nft rule drops it; the kernel sends it again after 1 s) still gets EMP under --strict with the default 500 ms bound, blocking and non-blocking connect: the bound counts from the handshake's end, not from connect().
+# timeout: 90
+. "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
+cluster_up
+CONNT=$ROOT/build/tests/sock/connt
+NB=$ROOT/tests/ns/progs/negbacklog.py
+N=12
+overflows() { on 2 awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 } else for (i = 1; i <= NF; i++) if (n[i] == "ListenOverflows") print $i }' /proc/net/netstat; }
+maxq() { on 2 ss -Hltn "sport = :$1" | awk '{ print $3; exit }'; }   # a listener's Send-Q: its accept queue's size
+queued() { on 2 ss -Hltn "sport = :$1" | awk '{ print $2; exit }'; }  # its Recv-Q: connections waiting for accept()
+
+# (1) the accept queue. The clients' bound is long here (3 s): this part is
+# about the queue, and spawning 12 preloaded processes on a loaded machine may
+# take longer than the default 500 ms before the gate opens.
+burst() { # burst PORT LABEL ENV... : N clients at once against a gated server with listen(1)
+	local port=$1 label=$2; shift 2
+	rm -f "$T/gate$port"
+	bg 2 "$T/server$port.log" env "$@" EMP_NEG_TIMEOUT_MS=3000 "$ER" --strict python3 "$NB" server "$port" 1 "$T/gate$port"
+	wait_port 2 "$port"
+	local o0 i pids=() q=0
+	o0=$(overflows)
+	for i in $(seq $N); do
+		on 1 env EMP_NEG_TIMEOUT_MS=3000 "$ER" --strict "$CONNT" client 10.77.0.2 "$port" 1 4000 > "$T/c$port.$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in $(seq 150); do   # until every client waits in the queue (or 3 s)
+		q=$(queued "$port")
+		[ "${q:-0}" -ge $N ] && break
+		sleep 0.02
+	done
+	OVER=$(( $(overflows) - o0 ))
+	QUEUED=$q
+	touch "$T/gate$port"
+	OK=0
+	for i in "${!pids[@]}"; do wait "${pids[$i]}" && OK=$((OK + 1)); done
+	echo "$label: accept queue $(maxq "$port"), $QUEUED waited in it at once, $OVER overflows, $OK of $N clients echoed intact"
+}
+burst 7340 "default"
+expect "the preloaded server's listener (listen(1)) has an accept queue of 1024" [ "$(maxq 7340)" = 1024 ]
+at_least "connections waiting in the accept queue at once" "$QUEUED" $N
+at_most "accept queue overflows during the burst" "$OVER" 0
+expect "all $N fresh client processes echoed intact over EMP (--strict)" [ "$OK" = $N ]
+expect "the server kept every connection on EMP" bash -c "! grep -q 'strict mode' '$T/server7340.log'"
+burst 7341 "EMP_LISTEN_MIN_BACKLOG=0 (the program's own)" EMP_LISTEN_MIN_BACKLOG=0
+expect "EMP_LISTEN_MIN_BACKLOG=0 keeps the program's listen(1)" [ "$(maxq 7341)" = 1 ]
+at_least "accept queue overflows with the program's own backlog (the condition above prevents)" "$OVER" 1
+bg 2 "$T/plain.log" python3 "$NB" server 7343 1 "$T/gate7343"
+wait_port 2 7343
+expect "a program without the library keeps its own backlog" [ "$(maxq 7343)" = 1 ]
+
+# (2) the first SYN lost: every other SYN toward port 7342 is dropped at the
+# server's ingress (the first of each pair), so each connect takes about a second
+on 2 nft add table netdev synloss
+on 2 nft add chain netdev synloss in '{ type filter hook ingress device eth0 priority -10; }'
+on 2 nft add counter netdev synloss dropped
+on 2 nft add rule netdev synloss in ip protocol tcp tcp dport 7342 'tcp flags & (syn | ack) == syn' numgen inc mod 2 == 0 counter name dropped drop
+syn_dropped() { on 2 nft list counter netdev synloss dropped | awk '/packets/ { print $2 }'; }
+bg 2 "$T/server7342.log" "$ER" --strict "$CONNT" server 7342
+wait_port 2 7342
+f0=$(emp_rx 2)
+t0=$(date +%s%N)
+on 1 "$ER" --strict "$CONNT" client 10.77.0.2 7342 1 4000 > "$T/syn1.log" 2>&1 || { cat "$T/syn1.log"; fail "blocking connect after a lost SYN: no EMP"; }
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "blocking connect after a lost SYN: $(cat "$T/syn1.log") ($ms ms)"
+at_least "SYNs dropped" "$(syn_dropped)" 1
+at_least "the blocking client's time (ms; its SYN was sent again after 1 s)" "$ms" 900
+on 1 "$ER" --strict python3 "$NB" nbclient 10.77.0.2 7342 4000 > "$T/syn2.log" 2>&1 || { cat "$T/syn2.log"; fail "non-blocking connect after a lost SYN: no EMP"; }
+echo "non-blocking connect after a lost SYN: $(cat "$T/syn2.log")"
+at_least "SYNs dropped" "$(syn_dropped)" 2
+expect "the non-blocking client waited out its lost SYN" awk '{ exit !($4 + 0 >= 900) }' "$T/syn2.log"
+at_least "EMP frames into the server" $(( $(emp_rx 2) - f0 )) 4
+expect "the server kept both connections on EMP" bash -c "! grep -q 'strict mode' '$T/server7342.log'"
