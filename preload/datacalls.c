@@ -229,8 +229,12 @@ ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockad
 ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct es_sock *s = emp_fd(fd);
-	if (!s)
-		return R_(recvmsg)(fd, m, flags);
+	if (!s) {
+		ssize_t r = R_(recvmsg)(fd, m, flags);
+		if (r >= 0 && m->msg_controllen)
+			es__scm_in(m);       /* descriptors from another process (exec.c) */
+		return r;
+	}
 	if (flags & MSG_ERRQUEUE)   /* the kernel socket's queue (EAGAIN: EMP queues nothing there) */
 		return put_ret(s, R_(recvmsg)(s->kfd, m, flags));
 	if (m->msg_iovlen > 1024) {
@@ -251,8 +255,11 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	ssize_t d;
 	struct es_sock *s = emp_fd_w(fd, m->msg_iov, m->msg_iovlen > 1024 ? -1 : (int)m->msg_iovlen, flags, &d);
-	if (!s)
+	if (!s) {
+		if (m->msg_controllen)
+			es__scm_out(m);      /* descriptors for another process (exec.c) */
 		return R_(sendmsg)(fd, m, flags);
+	}
 	if (d != -2)
 		return put_ret(s, d);
 	if (m->msg_iovlen > 1024) {

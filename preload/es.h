@@ -335,6 +335,11 @@ int es__settle_begin(int fd, struct es_sock *s);
 ssize_t es__settle_early(int fd, struct es_sock *s, const struct iovec *iov, int n, int flags);
 /* at exit (es__flush_all): such sockets to their outcome (negearly.c) */
 void es__negc_settle_pending(void);
+/* sendmsg with control data: an EMP connection passed to another process (SCM_RIGHTS) is flushed, then reset (exec.c) */
+struct msghdr;
+void es__scm_out(const struct msghdr *m);
+/* recvmsg with control data: an accepted socket received from another process is taken as accept() would (exec.c) */
+void es__scm_in(const struct msghdr *m);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 

@@ -1,4 +1,4 @@
-/* exec.c: EMP connections and new programs: the exec family, posix_spawn(p), system and popen (one helper, thin wrappers). */
+/* exec.c: EMP connections and other programs: the exec family, posix_spawn(p), system and popen (one helper, thin wrappers), and descriptors sent to another process (SCM_RIGHTS). */
 /*
  * An EMP connection lives in this process's memory (the engine, the stream
  * state); a new program inherits only the kernel socket under it, which the
@@ -17,6 +17,21 @@
  *    system, popen): the process keeps its connections; the child does not
  *    get them (FD_CLOEXEC for the call, cleared again after it), so its
  *    writes fail with EBADF instead of vanishing.
+ *  - a descriptor sent to another process (SCM_RIGHTS, es__scm_out): that
+ *    process gets the kernel socket only, as a new program does, and reads
+ *    nothing there; this process's close then ended the EMP stream with a
+ *    clean EOF, and whatever the peer had sent that nobody read was lost
+ *    without a word. A connection of ours among the descriptors is flushed,
+ *    then reset (connect(AF_UNSPEC): the kernel connection, which the
+ *    other process shares, sends RST; and no EMP FIN at our close), with a
+ *    log line naming the port: the peer reads every byte written before,
+ *    then ECONNRESET, and the receiving process's calls fail (ENOTCONN,
+ *    EPIPE). (A `use kernel` rule for the port keeps such a server on kernel
+ *    TCP.) A socket not negotiated yet goes as it is, and the process that
+ *    gets it (es__scm_in) takes an accepted one as its own accept() would:
+ *    its first use there negotiates (a server whose master accepts and
+ *    hands connections to workers, Node's cluster module: each worker's
+ *    connections on EMP, not kernel TCP after the client's bound).
  * glibc reaches execve from these functions internally (not through the
  * PLT), so each needs its own wrapper. A file action of posix_spawn that
  * dup2s an EMP socket onto another descriptor is not seen here; the peer
@@ -25,14 +40,21 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/tcp.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "conn.h"
+#include "neg.h"
 
 #define ES_EXEC_FLUSH_NS 2000000000ll
 
@@ -76,6 +98,15 @@ static void flush_sends(struct es_sock *s, int64_t dl)
 	es__sock_unlock(s);
 }
 
+/* flushed, then reset (the kernel socket too, which other holders share) */
+static void reset_after_flush(int fd, struct es_sock *s, int64_t dl)
+{
+	flush_sends(s, dl);
+	struct linger lg = { 1, 0 };
+	R_(setsockopt)(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	R_(shutdown)(fd, SHUT_RDWR);
+}
+
 struct exec_ctx {
 	int spawn;                       /* the caller goes on (posix_spawn, system, popen) */
 	int64_t dl;
@@ -107,10 +138,7 @@ static void prep_one(int fd, void *o, void *arg)
 		return;
 	if (!x->spawn && owned(s)) {
 		es__log("fd %d carries an EMP connection, which cannot cross exec; flushed, then reset", fd);
-		flush_sends(s, x->dl);
-		struct linger lg = { 1, 0 };
-		R_(setsockopt)(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-		R_(shutdown)(fd, SHUT_RDWR);
+		reset_after_flush(fd, s, x->dl);
 		return;
 	}
 	if (R_(fcntl)(fd, F_SETFD, fl | FD_CLOEXEC) == 0 && x->spawn)
@@ -275,4 +303,128 @@ FILE *popen(const char *cmd, const char *mode)
 	FILE *f = REAL(FILE *(*)(const char *, const char *), popen)(cmd, mode);
 	exec_done(&x);
 	return f;
+}
+
+/* sendmsg's control data names descriptors for another process (see the top) */
+void es__scm_out(const struct msghdr *m)
+{
+	if (es__tl_in || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+		return;
+	int e = errno;
+	const char *end = (const char *)m->msg_control + m->msg_controllen;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_len < CMSG_LEN(0) || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		const char *p = (const char *)CMSG_DATA(c);
+		size_t len = c->cmsg_len - CMSG_LEN(0);
+		if (len > (size_t)(end - p))
+			len = (size_t)(end - p);   /* the kernel refuses it; read no further than the buffer */
+		for (size_t i = 0; i + sizeof(int) <= len; i += sizeof(int)) {
+			int fd;
+			memcpy(&fd, p + i, sizeof fd);
+			struct es_sock *s = es__sock_get(fd);
+			if (!s)
+				continue;
+			if (s->kind == ES_KIND_SOCK && owned(s)) {
+				es__log("fd %d carries an EMP connection (port %u), which cannot be passed to another process; flushed, then reset (a `use kernel` rule for the port keeps it on kernel TCP)",
+					fd, ntohs(s->local.sin_port));
+				flush_sends(s, es__now_ns() + ES_EXEC_FLUSH_NS);
+				es__sock_lock(s);
+				s->linger0 = 1;          /* our close sends no EMP FIN: the peer must not read a clean end */
+				es__sock_unlock(s);
+				/* a reset the process that gets the socket shares: the peer's
+				 * reads fail (ECONNRESET), and so do that process's calls
+				 * (ENOTCONN, EPIPE) */
+				struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+				R_(connect)(fd, &unspec, sizeof unspec);
+			}
+			es__sock_put(s);
+		}
+	}
+	errno = e;
+}
+
+/* 1 if a TCP listener of this network namespace holds local port `port`
+ * (family AF_INET or AF_INET6; sock_diag, which filters listeners by port):
+ * an accepted socket's port, not a client's */
+static int port_listens(int family, uint16_t port)
+{
+	int nl = R_(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return 0;
+	struct {
+		struct nlmsghdr h;
+		struct inet_diag_req_v2 r;
+	} q = {
+		.h = { .nlmsg_len = sizeof q, .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.r = { .sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP,
+		       .idiag_states = 1u << TCP_LISTEN, .id = { .idiag_sport = port } },
+	};
+	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
+	int found = 0, done = 0;
+	if (R_(sendto)(nl, &q, sizeof q, 0, (struct sockaddr *)&k, sizeof k) == (ssize_t)sizeof q) {
+		long buf[2048];
+		for (int rounds = 0; !done && rounds < 64; rounds++) {
+			ssize_t n = R_(recv)(nl, buf, sizeof buf, 0);
+			if (n <= 0)
+				break;
+			for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+				if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+					done = 1;
+					break;
+				}
+				if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+				    h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg)) &&
+				    ((struct inet_diag_msg *)NLMSG_DATA(h))->id.idiag_sport == port)
+					found = 1;
+			}
+		}
+	}
+	R_(close)(nl);
+	return found;
+}
+
+/* recvmsg's control data brought descriptors from another process (see the top) */
+void es__scm_in(const struct msghdr *m)
+{
+	if (es__tl_in || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr) || es__g.conf_loaded < 0 ||
+	    !es__conf())
+		return;
+	int e = errno;
+	const char *end = (const char *)m->msg_control + m->msg_controllen;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_len < CMSG_LEN(0) || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		const char *p = (const char *)CMSG_DATA(c);
+		size_t len = c->cmsg_len - CMSG_LEN(0);
+		if (len > (size_t)(end - p))
+			len = (size_t)(end - p);
+		for (size_t i = 0; i + sizeof(int) <= len; i += sizeof(int)) {
+			int fd, type = 0, dom = 0;
+			memcpy(&fd, p + i, sizeof fd);
+			socklen_t tl = sizeof type, dl = sizeof dom;
+			struct sockaddr_in l, r;
+			if (es__fd_get(fd) || R_(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+			    type != SOCK_STREAM || R_(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 ||
+			    (dom != AF_INET && dom != AF_INET6) ||
+			    es__neg_name_in(fd, 0, &l) < 0 || es__neg_name_in(fd, 1, &r) < 0 ||
+			    emp_conf_find_ip(&es__g.conf, r.sin_addr.s_addr) < 0 || !port_listens(dom, l.sin_port))
+				continue;
+			int fl = R_(fcntl)(fd, F_GETFL);
+			int mark = es__eligible_accept(-1, fd, &l, &r);
+			if (!mark)
+				continue;
+			struct es_sock *s = es__sock_new(fd, ES_PENDING);
+			if (s) {
+				s->server = 1;
+				s->local = l;
+				s->remote = r;
+				s->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+				s->ng.mark = mark;
+				es__dbg("fd %d: a connection accepted by another process (SCM_RIGHTS): negotiated at its first use here", fd);
+			}
+		}
+	}
+	errno = e;
 }
