@@ -299,7 +299,7 @@ static int bulk_rx(struct afp *a, struct emp_rxframe *f, unsigned max, int force
 			mm[i].msg_hdr.msg_iov = &iov[i];
 			mm[i].msg_hdr.msg_iovlen = 1;
 		}
-		int r = (int)syscall(SYS_recvmmsg, a->bfd, mm, k, MSG_DONTWAIT, NULL);
+		int r = (int)emp__syscall(SYS_recvmmsg, a->bfd, mm, k, MSG_DONTWAIT, NULL);
 		a->bcalls++;
 		/* a stream that fills each look: look less often, more frames per call */
 		uint64_t look = a->blook_ns;

@@ -346,7 +346,7 @@ void emp__afp_lazy_release(struct afp *a, unsigned n)
  * for ever and held the socket, so its release waited for nothing.) */
 static void grace(void)
 {
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+	if (emp__syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
 		return;
 	int s = emp__sys_socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s >= 0)

@@ -151,7 +151,7 @@ static unsigned commit(struct afp *a, unsigned queued, int *err)
 {
 	ssize_t r;
 	do
-		r = syscall(SYS_sendto, a->trfd, NULL, 0, MSG_DONTWAIT,
+		r = emp__syscall(SYS_sendto, a->trfd, NULL, 0, MSG_DONTWAIT,
 			    (struct sockaddr *)&a->txaddr, sizeof(a->txaddr));
 	while (r < 0 && errno == EINTR);
 	*err = r < 0 ? -errno : 0;

@@ -354,7 +354,7 @@ static int udp_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 			unsigned k = 0;
 			while (m0 + k < nm && u->tmm[m0 + k].msg_len != (unsigned)-1)
 				k++;
-			int r = (int)syscall(SYS_sendmmsg, u->fd, &u->tmm[m0], k, MSG_DONTWAIT);
+			int r = (int)emp__syscall(SYS_sendmmsg, u->fd, &u->tmm[m0], k, MSG_DONTWAIT);
 			if (r > 0) {
 				for (int j = 0; j < r; j++)
 					done += u->tframes[m0 + (unsigned)j];
@@ -409,7 +409,7 @@ static int refill(struct udpdev *u)
 		m->msg_controllen = sizeof(u->rctl[i]);
 	}
 	u->last_look = mono_ns();
-	int r = (int)syscall(SYS_recvmmsg, u->fd, u->rmm, RX_BUFS, MSG_DONTWAIT, NULL);
+	int r = (int)emp__syscall(SYS_recvmmsg, u->fd, u->rmm, RX_BUFS, MSG_DONTWAIT, NULL);
 	u->rn = r > 0 ? (unsigned)r : 0;
 	u->rd = u->roff = 0;
 	u->datagrams += u->rn;

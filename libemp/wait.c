@@ -83,13 +83,13 @@ static int loadavg_running(void)
 	for (int fresh = 0; fresh < 2 && !la_dead; fresh++) {
 		int fd = __atomic_load_n(&la_fd, __ATOMIC_RELAXED);
 		if (fd < 0) {
-			fd = emp__sys_fd_high((int)syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC));
+			fd = emp__sys_fd_high((int)emp__syscall(SYS_openat, AT_FDCWD, "/proc/loadavg", O_RDONLY | O_CLOEXEC));
 			if (fd < 0)
 				return -1;      /* out of fds for now: again at the next look */
 			fresh = 1;
 			__atomic_store_n(&la_fd, fd, __ATOMIC_RELAXED);
 		}
-		ssize_t n = syscall(SYS_pread64, fd, b, sizeof b - 1, 0);
+		ssize_t n = emp__syscall(SYS_pread64, fd, b, sizeof b - 1, 0);
 		b[n > 0 ? n : 0] = 0;
 		int running, total;
 		if (n > 0 && sscanf(b, "%*f %*f %*f %d/%d", &running, &total) == 2)
@@ -277,7 +277,7 @@ static int gather(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t
 	__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 	emp__drive_flush(ep);
 	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-	syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+	emp__syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
 	__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
 	emp__drive_nap(ep);
 	if (w->done(w->arg))

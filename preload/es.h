@@ -328,6 +328,11 @@ int es__settle(int fd, struct es_sock *s);
  * backlog of connections sends every OFFER at once, not one round trip each.
  * Returns the state as es__settle does. */
 int es__settle_begin(int fd, struct es_sock *s);
+/* fd goes to another process (SCM_RIGHTS) before its first use here: an
+ * accepted socket whose negotiation has not begun is left to that process
+ * (kernel TCP in this one: this process's own later calls, an epoll_ctl or
+ * the close, begin nothing); the caller holds a reference */
+void es__settle_give_away(int fd, struct es_sock *s);
 /* A client's first write while its negotiation waits for the server's
  * HELLO, sent right behind our HELLO over EMP (negearly.c
  * es__negc_early): bytes sent, -1 with errno, or -2 when it cannot go so

@@ -27,8 +27,9 @@
  *    log line naming the port: the peer reads every byte written before,
  *    then ECONNRESET, and the receiving process's calls fail (ENOTCONN,
  *    EPIPE). (A `use kernel` rule for the port keeps such a server on kernel
- *    TCP.) A socket not negotiated yet goes as it is, and the process that
- *    gets it (es__scm_in) takes an accepted one as its own accept() would:
+ *    TCP.) An accepted socket not negotiated yet is given away: kernel TCP
+ *    in this process (its later epoll_ctl or close begins nothing here),
+ *    and the process that gets it (es__scm_in) takes it as its own accept() would:
  *    its first use there negotiates (a server whose master accepts and
  *    hands connections to workers, Node's cluster module: each worker's
  *    connections on EMP, not kernel TCP after the client's bound).
@@ -337,6 +338,8 @@ void es__scm_out(const struct msghdr *m)
 				 * (ENOTCONN, EPIPE) */
 				struct sockaddr unspec = { .sa_family = AF_UNSPEC };
 				R_(connect)(fd, &unspec, sizeof unspec);
+			} else if (s->kind == ES_KIND_SOCK && s->state == ES_PENDING && s->server) {
+				es__settle_give_away(fd, s);   /* Node's cluster primary then removes it from epoll and closes it */
 			}
 			es__sock_put(s);
 		}
@@ -412,7 +415,17 @@ void es__scm_in(const struct msghdr *m)
 			    emp_conf_find_ip(&es__g.conf, r.sin_addr.s_addr) < 0 || !port_listens(dom, l.sin_port))
 				continue;
 			int fl = R_(fcntl)(fd, F_GETFL);
-			int mark = es__eligible_accept(-1, fd, &l, &r);
+			int mark = es__eligible_accept(-1, fd, &l, &r), ttl = 0;
+			socklen_t ttll = sizeof ttl;
+			if (mark == MARK_UNKNOWN && R_(getsockopt)(fd, IPPROTO_IP, IP_TTL, &ttl, &ttll) == 0) {
+				/* what the sender's accept read in the SYN (neg.h); the TTL back to the default */
+				mark = ttl == NEG_TTL_MARK ? MARK_EMP : ttl == NEG_TTL_UNKNOWN ? MARK_UNKNOWN : MARK_PLAIN;
+				int def = -1;
+				if (mark != MARK_PLAIN)
+					R_(setsockopt)(fd, IPPROTO_IP, IP_TTL, &def, sizeof def);
+				if (mark == MARK_PLAIN && !es__g.strict)
+					continue;        /* a plain client, or a sender without the library: kernel TCP */
+			}
 			if (!mark)
 				continue;
 			struct es_sock *s = es__sock_new(fd, ES_PENDING);

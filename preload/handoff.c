@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "es.h"
+#include "sys.h"
 
 /* The kernel frees an AF_PACKET socket only after an RCU grace period
  * (synchronize_net in packet_release and in tearing down its ring: 10-20 ms
@@ -37,11 +38,11 @@ static int handoff(void *arg)
 	int wfd = (int)(intptr_t)arg;     /* read end: EOF once we are the last */
 	char buf[2048];
 	int keep[16], nkeep = 0;
-	int dfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = (int)emp__syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		syscall(SYS_exit, 0);
+		emp__syscall(SYS_exit, 0);
 	for (;;) {
-		long n = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+		long n = emp__syscall(SYS_getdents64, dfd, buf, sizeof buf);
 		if (n <= 0)
 			break;
 		for (long off = 0; off < n;) {
@@ -57,19 +58,19 @@ static int handoff(void *arg)
 				continue;
 			int dom = 0;
 			socklen_t l = sizeof dom;
-			if (nkeep < 16 && syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) == 0 &&
+			if (nkeep < 16 && emp__syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) == 0 &&
 			    dom == AF_PACKET)
 				keep[nkeep++] = fd;
 			else
-				syscall(SYS_close, fd);
+				emp__syscall(SYS_close, fd);
 		}
 	}
-	syscall(SYS_close, dfd);
-	while (syscall(SYS_read, wfd, buf, 1) < 0 && errno == EINTR)
+	emp__syscall(SYS_close, dfd);
+	while (emp__syscall(SYS_read, wfd, buf, 1) < 0 && errno == EINTR)
 		;
 	for (int i = 0; i < nkeep; i++)
-		syscall(SYS_close, keep[i]);
-	syscall(SYS_exit, 0);
+		emp__syscall(SYS_close, keep[i]);
+	emp__syscall(SYS_exit, 0);
 	return 0;
 }
 
@@ -78,6 +79,7 @@ void es__handoff_device(void)
 	const char *e = getenv("EMP_EXIT_HANDOFF"), *pre = getenv("LD_PRELOAD");
 	if ((e && e[0] == '0') || (pre && strstr(pre, "vgpreload")))
 		return;          /* off, or under valgrind (which runs no clone of this kind) */
+	emp__syscall(SYS_getpid);   /* libc's syscall() found now (sys.c), not in the child */
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return;

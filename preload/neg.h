@@ -14,6 +14,12 @@ enum { N_OFFER = 1, N_ACCEPT = 2, N_REJECT = 3 };
  * TCP at once, without a message. EMP peers share one Ethernet segment, so
  * no router changes the TTL between them. */
 #define NEG_TTL_MARK 105
+/* An accepted socket handed to another process before its first use
+ * (SCM_RIGHTS; the saved SYN is read once, by the process that accepted)
+ * carries what its SYN said in its own IP TTL until that process reads it:
+ * NEG_TTL_MARK (marked), NEG_TTL_UNKNOWN (no saved SYN), else plain
+ * (es__settle_give_away, es__scm_in) */
+#define NEG_TTL_UNKNOWN 104
 
 /* what the accepted connection's SYN said (es_negst.mark) */
 enum { MARK_UNKNOWN = 1, MARK_EMP, MARK_PLAIN };

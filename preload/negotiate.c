@@ -372,6 +372,25 @@ int es__settle(int fd, struct es_sock *s)
 	return r;
 }
 
+void es__settle_give_away(int fd, struct es_sock *s)
+{
+	pthread_mutex_lock(&settle_mu);
+	if (es__sock(fd) != s || s->ng.settling || s->state != ES_PENDING || !s->server || s->ng.sv.begun) {
+		pthread_mutex_unlock(&settle_mu);
+		return;              /* ours to settle already (or not a server's) */
+	}
+	s->ng.settling = 1;
+	pthread_mutex_unlock(&settle_mu);
+	es__dbg("fd %d: handed to another process before its first use: that process negotiates", fd);
+	int ttl = s->ng.mark == MARK_EMP ? NEG_TTL_MARK : s->ng.mark == MARK_UNKNOWN ? NEG_TTL_UNKNOWN : 0;
+	if (ttl)   /* what the SYN said, for it (neg.h); plain: the default TTL */
+		R_(setsockopt)(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl);
+	es__drop_to_kernel(fd, s);
+	pthread_mutex_lock(&settle_mu);
+	pthread_cond_broadcast(&settle_cv);
+	pthread_mutex_unlock(&settle_mu);
+}
+
 int es__settle_begin(int fd, struct es_sock *s)
 {
 	pthread_mutex_lock(&settle_mu);

@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <linux/close_range.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -265,6 +267,45 @@ static void t_sim_close_unread(void)
 	for (int i = 0; i < 2; i++)
 		CHECK_EQ(h_ctr(&w.h, i).drops[EMP_DROP_NO_RECV], 0);
 }
+
+/* Closes that do not go through close(): libuv (Node.js) closes every
+ * descriptor with syscall(SYS_close); daemons use close_range or
+ * closefrom. Each ends the EMP connection as close() does: the table entry
+ * goes, the bytes written before reach the peer, then its clean EOF (an EMP
+ * FIN, not a reset), and both lingering connections are torn down. Without
+ * the wrappers the entry stayed (the connection's descriptors and buffers
+ * with it) and the peer never got a FIN. */
+static void t_sim_raw_close(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 4, 1024);
+	CHECK_EQ(write(w.fd[0], "tail!", 5), 5);
+	int f0 = w.fd[0], f1 = w.fd[1];
+	CHECK_EQ(syscall(SYS_close, f0), 0);
+	CHECK(es__fd_get(f0) == NULL);
+	errno = 0;
+	CHECK_EQ(syscall(SYS_close, f0), -1);     /* closed for the kernel too */
+	CHECK_EQ(errno, EBADF);
+	settle_reaping(&w);
+	char c[8];
+	CHECK_EQ(read(f1, c, sizeof c), 5);
+	CHECK(memcmp(c, "tail!", 5) == 0);
+	CHECK_EQ(read(f1, c, sizeof c), 0);         /* the FIN, not a reset */
+	CHECK_EQ(w.s[1]->c->err, 0);
+	CHECK_EQ(close_range((unsigned)f1, (unsigned)f1, 0), 0);
+	CHECK(es__fd_get(f1) == NULL);
+	settle_reaping(&w);
+	CHECK_EQ(es__zombies_reap(), 0);
+	/* syscall() passes every other call on: a pipe made and used through it */
+	int p[2];
+	CHECK_EQ(syscall(SYS_pipe2, p, 0), 0);
+	CHECK_EQ(syscall(SYS_write, p[1], "ok", 2), 2);
+	CHECK_EQ(syscall(SYS_read, p[0], c, 2), 2);
+	CHECK(memcmp(c, "ok", 2) == 0);
+	CHECK_EQ(syscall(SYS_close, p[0]) | syscall(SYS_close, p[1]), 0);
+	h_free(&w.h);
+}
+
 
 /* A program that closes a socket twice (iperf3's server does; over TCP the
  * second close is a harmless EBADF) must not close the shim's private copy
@@ -736,6 +777,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sim_half_close", t_sim_half_close, 20 },
 	{ "shim_sim_close_unread", t_sim_close_unread, 20 },
 	{ "shim_sim_double_close", t_sim_double_close, 20 },
+	{ "shim_sim_raw_close", t_sim_raw_close, 20 },
 	{ "shim_sim_stale_close", t_sim_stale_close, 20 },
 	{ "shim_sim_readiness", t_sim_readiness, 20 },
 	{ "shim_sim_epoll_edges", t_sim_epoll_edges, 20 },
