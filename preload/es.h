@@ -333,6 +333,10 @@ int es__settle_begin(int fd, struct es_sock *s);
  * (kernel TCP in this one: this process's own later calls, an epoll_ctl or
  * the close, begin nothing); the caller holds a reference */
 void es__settle_give_away(int fd, struct es_sock *s);
+/* fd goes to a new program (exec) before its first use here: an accepted
+ * socket is settled on kernel TCP and its client told at once (negserver.c
+ * es__negs_exec) */
+void es__settle_for_exec(int fd, struct es_sock *s);
 /* A client's first write while its negotiation waits for the server's
  * HELLO, sent right behind our HELLO over EMP (negearly.c
  * es__negc_early): bytes sent, -1 with errno, or -2 when it cannot go so

@@ -13,6 +13,9 @@
  *    (FOREIGN: the parent still runs them) are not the child's to end: the
  *    new program does not get them (FD_CLOEXEC). An exec that fails leaves
  *    the resets done.
+ *    An accepted socket not used here yet (inetd's way, git daemon's) goes
+ *    to the new program on kernel TCP: its client is told at once (OFFER,
+ *    then REJECT: es__negs_exec) instead of waiting out its bound.
  *  - a new program started beside this one (posix_spawn, posix_spawnp,
  *    system, popen): the process keeps its connections; the child does not
  *    get them (FD_CLOEXEC for the call, cleared again after it), so its
@@ -132,11 +135,18 @@ static void prep_one(int fd, void *o, void *arg)
 {
 	struct exec_ctx *x = arg;
 	struct es_sock *s = o;
-	if (s->kind != ES_KIND_SOCK || (s->state != ES_EMP && s->state != ES_FOREIGN))
+	if (s->kind != ES_KIND_SOCK)
+		return;
+	int pend = !x->spawn && s->state == ES_PENDING && s->server;
+	if (s->state != ES_EMP && s->state != ES_FOREIGN && !pend)
 		return;
 	int fl = R_(fcntl)(fd, F_GETFD);
 	if (fl < 0 || (fl & FD_CLOEXEC))
 		return;
+	if (pend) {
+		es__settle_for_exec(fd, s);   /* the client told at once, kernel TCP (git daemon) */
+		return;
+	}
 	if (!x->spawn && owned(s)) {
 		es__log("fd %d carries an EMP connection, which cannot cross exec; flushed, then reset", fd);
 		reset_after_flush(fd, s, x->dl);

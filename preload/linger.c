@@ -177,7 +177,13 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel, int64_t *ne
 			done = c;
 		} else {
 			pp = &c->znext;
-			left++;
+			/* at exit an aborted one (a negotiation given up, an
+			 * SO_LINGER 0 close) is not waited for: its sends are
+			 * moot and its receives would land in a process that
+			 * is ending (git clone waited out a REJECTed early
+			 * write's retransmissions, 2 s); it is left as it is */
+			if (!(__atomic_load_n(&exiting, __ATOMIC_ACQUIRE) && c->dying))
+				left++;
 			if (c->zdl < *next)
 				*next = c->zdl;
 		}

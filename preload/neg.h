@@ -86,6 +86,9 @@ int es__neg_fallback(struct es_sock *s, const char *why);
  * when it is out, else 1 with *res the fallback's outcome; settle it
  * (PENDING, server); both return the socket's state as es__settle does */
 int es__negs_begin(struct es_sock *s, int *res);
+/* an accepted socket a new program gets before its first use: the client
+ * told at once (OFFER, then REJECT), kernel TCP (negserver.c) */
+int es__negs_exec(struct es_sock *s);
 int es__negs_settle(struct es_sock *s);
 
 /* negclient.c: settle a connected client socket (PENDING, not server) */

@@ -372,6 +372,23 @@ int es__settle(int fd, struct es_sock *s)
 	return r;
 }
 
+void es__settle_for_exec(int fd, struct es_sock *s)
+{
+	pthread_mutex_lock(&settle_mu);
+	if (es__sock(fd) != s || s->ng.settling || s->state != ES_PENDING || !s->server) {
+		pthread_mutex_unlock(&settle_mu);
+		return;
+	}
+	s->ng.settling = 1;
+	pthread_mutex_unlock(&settle_mu);
+	int r = es__negs_exec(s);
+	pthread_mutex_lock(&settle_mu);
+	if (r != ES_CAND)
+		s->ng.settling = 0;
+	pthread_cond_broadcast(&settle_cv);
+	pthread_mutex_unlock(&settle_mu);
+}
+
 void es__settle_give_away(int fd, struct es_sock *s)
 {
 	pthread_mutex_lock(&settle_mu);

@@ -18,6 +18,20 @@ static void send_reject(struct es_sock *s)
 		R_(send)(s->udp, &o, sizeof o, MSG_DONTWAIT);
 }
 
+/* A new program gets the accepted socket (exec) before its first use here:
+ * it cannot be negotiated for that program (an EMP connection cannot cross
+ * exec), so the client hears at once, an OFFER and right behind it a REJECT
+ * of it, instead of waiting out its bound (git daemon runs each clone this
+ * way); kernel TCP from here on (strict mode: refused). */
+int es__negs_exec(struct es_sock *s)
+{
+	int res;
+	if (!s->ng.sv.begun && es__negs_begin(s, &res))
+		return res;          /* decided already (a plain client, no side channel) */
+	send_reject(s);
+	return es__neg_fallback(s, "handed to a new program (exec) before its first use");
+}
+
 /* The client's endpoint proved itself (its HELLO with our key came from the
  * endpoint its ACCEPT named): receives from it alone, send slots toward it,
  * our HELLO. 0, or -1 (REJECT sent). */
