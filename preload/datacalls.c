@@ -232,7 +232,7 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	if (!s) {
 		ssize_t r = R_(recvmsg)(fd, m, flags);
 		if (r >= 0 && m->msg_controllen)
-			es__scm_in(m);       /* descriptors from another process (exec.c) */
+			es__scm_in(m);       /* descriptors from another process (passfd.c) */
 		return r;
 	}
 	if (flags & MSG_ERRQUEUE)   /* the kernel socket's queue (EAGAIN: EMP queues nothing there) */
@@ -257,7 +257,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct es_sock *s = emp_fd_w(fd, m->msg_iov, m->msg_iovlen > 1024 ? -1 : (int)m->msg_iovlen, flags, &d);
 	if (!s) {
 		if (m->msg_controllen)
-			es__scm_out(m);      /* descriptors for another process (exec.c) */
+			es__scm_out(m);      /* descriptors for another process (passfd.c) */
 		return R_(sendmsg)(fd, m, flags);
 	}
 	if (d != -2)

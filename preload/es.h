@@ -344,11 +344,15 @@ void es__settle_for_exec(int fd, struct es_sock *s);
 ssize_t es__settle_early(int fd, struct es_sock *s, const struct iovec *iov, int n, int flags);
 /* at exit (es__flush_all): such sockets to their outcome (negearly.c) */
 void es__negc_settle_pending(void);
-/* sendmsg with control data: an EMP connection passed to another process (SCM_RIGHTS) is flushed, then reset (exec.c) */
+/* sendmsg/recvmsg with control data: descriptors passed to or from another
+ * process (SCM_RIGHTS, passfd.c) */
 struct msghdr;
 void es__scm_out(const struct msghdr *m);
-/* recvmsg with control data: an accepted socket received from another process is taken as accept() would (exec.c) */
 void es__scm_in(const struct msghdr *m);
+/* exec.c, for passfd.c: a connection negotiated by this process; what was
+ * written goes out and is acknowledged (or the connection ends) by dl */
+int es__exec_owned(struct es_sock *s);
+void es__exec_flush(struct es_sock *s, int64_t dl);
 void es__drop_to_kernel(int fd, struct es_sock *s);
 void es__fail_strict(struct es_sock *s, int err, const char *why);
 
