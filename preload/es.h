@@ -81,9 +81,15 @@ struct es_global {
 	emp_endpoint_t *ep;              /* opened on first EMP connection */
 	int ep_failed;
 	unsigned gen;                    /* bumped in every forked child */
+	pid_t pid;                       /* this process's (set at load and in a forked child) */
 	pthread_mutex_t lock;
 };
 extern struct es_global es__g;
+/* A vfork child (posix_spawn's, Python's subprocess) runs on its parent's
+ * memory until it execs or exits, but with its own descriptor table: its
+ * closes (close_range after vfork, in CPython) must not touch the shim's
+ * tables, which are the parent's. One getpid(). */
+static inline int es__vfork_child(void) { return getpid() != es__g.pid; }
 int es__conf(void);                           /* 1 if a config is loaded */
 emp_endpoint_t *es__engine(void);             /* opens once; NULL on failure */
 void es__engine_set(emp_endpoint_t *ep);      /* tests only: use ep (a simulated wire's), init.c */

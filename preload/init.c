@@ -186,6 +186,7 @@ void es__init_atfork_child(void)
 	es__g.ep = NULL;
 	es__g.ep_failed = 0;
 	es__g.gen++;
+	es__g.pid = getpid();
 }
 
 static void dump_counters(void)
@@ -205,6 +206,7 @@ static void at_exit(void)
 
 __attribute__((constructor)) static void es_init(void)
 {
+	es__g.pid = getpid();
 	es__resolve();
 	atexit(at_exit);
 }

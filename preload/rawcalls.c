@@ -27,6 +27,8 @@ typedef void (*closefrom_fn)(int);
  * end as the application's close() would end them */
 static void close_ours(unsigned first, unsigned last)
 {
+	if (es__vfork_child())
+		return;              /* the tables are the parent's (es.h) */
 	int n = es__fd_max();
 	for (unsigned fd = first; fd <= last && fd < (unsigned)n; fd++)
 		if (es__fd_get((int)fd))

@@ -204,7 +204,7 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 int close(int fd)
 {
 	void *o = es__fd_get(fd);
-	if (!o || es__tl_in)
+	if (!o || es__tl_in || es__vfork_child())
 		return R_(close)(fd);
 	int *kind = o;
 	if (*kind == ES_KIND_EPSET)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_sock_exec: an EMP connection and new programs: after exec (9 forms), posix_spawn(p) (also with a dup2 file action), system, popen, _exit or SIGKILL the peer reads every byte written or an error, never a clean EOF with bytes missing.
+# t_sock_exec: an EMP connection and new programs: after exec (9 forms), posix_spawn(p) (also with a dup2 file action), system, popen, _exit or SIGKILL the peer reads every byte written or an error, never a clean EOF with bytes missing. A Python server that runs subprocesses (close_fds: a vfork child closes every descriptor with close_range on its parent's memory) while its connection stays open: 200 lines echo intact (with the close_range wrapper touching the parent's tables from the vfork child, the connection ended after the first subprocess).
 # timeout: 90
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -43,3 +43,12 @@ for how in spawn spawnp system popen; do one $how $port spawn; port=$((port + 1)
 # reach the peer's kernel socket, which must turn the end into an error
 one spawn-dup2 $port any; port=$((port + 1))
 for how in exit kill; do one $how $port die; port=$((port + 1)); done
+# subprocesses beside an open connection: CPython's vfork child closes every
+# descriptor (close_range) on its parent's memory; the parent's connection stays
+bg 2 "$T/spawnkeep.log" "$ER" --strict python3 "$ROOT/tests/ns/progs/spawnkeep.py" $port
+wait_port 2 $port
+on 1 "$ER" --strict python3 "$ROOT/tests/ns/progs/passfd.py" client 10.77.0.2 $port 200 > "$T/spawnkeep.c" 2>&1 || true
+cat "$T/spawnkeep.c"
+expect "200 lines echoed intact while the server ran 20 subprocesses" grep -q "^client: ok 200 lines" "$T/spawnkeep.c"
+for i in $(seq 50); do grep -q "server done" "$T/spawnkeep.log" && break; sleep 0.1; done
+expect "the server's connection ended only at the client's EOF" grep -q "server done 200" "$T/spawnkeep.log"
