@@ -89,7 +89,7 @@ extern struct es_global es__g;
  * memory until it execs or exits, but with its own descriptor table: its
  * closes (close_range after vfork, in CPython) must not touch the shim's
  * tables, which are the parent's. One getpid(). */
-static inline int es__vfork_child(void) { return getpid() != es__g.pid; }
+static inline int es__vfork_child(void) { return es__g.pid && getpid() != es__g.pid; }
 int es__conf(void);                           /* 1 if a config is loaded */
 emp_endpoint_t *es__engine(void);             /* opens once; NULL on failure */
 void es__engine_set(emp_endpoint_t *ep);      /* tests only: use ep (a simulated wire's), init.c */
