@@ -346,6 +346,32 @@ static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t settle_cv = PTHREAD_COND_INITIALIZER;
 pthread_mutex_t *const es__lk_settle = &settle_mu;
 
+/* the settle is over: r ES_CAND means s is gone (and unmapped, so waiters see that) */
+static void settle_end(struct es_sock *s, int r)
+{
+	pthread_mutex_lock(&settle_mu);
+	if (r != ES_CAND)
+		s->ng.settling = 0;
+	pthread_cond_broadcast(&settle_cv);
+	pthread_mutex_unlock(&settle_mu);
+}
+
+/* fd's accepted socket, if no other thread settles it (and, with unbegun,
+ * its OFFER has not gone): claimed for the caller (1); else 0 with *state
+ * what es__settle would return */
+static int claim_server(int fd, struct es_sock *s, int unbegun, int *state)
+{
+	pthread_mutex_lock(&settle_mu);
+	int ok = es__sock(fd) == s && !s->ng.settling && s->state == ES_PENDING && s->server &&
+		 !(unbegun && s->ng.sv.begun);
+	if (ok)
+		s->ng.settling = 1;
+	else
+		*state = es__sock(fd) == s ? s->state : ES_CAND;
+	pthread_mutex_unlock(&settle_mu);
+	return ok;
+}
+
 int es__settle(int fd, struct es_sock *s)
 {
 	pthread_mutex_lock(&settle_mu);
@@ -364,61 +390,37 @@ int es__settle(int fd, struct es_sock *s)
 	es__reap_release();
 	if (r != ES_FAILED)
 		errno = e;
-	pthread_mutex_lock(&settle_mu);
-	if (r != ES_CAND)   /* else s is gone (and unmapped, so waiters see that) */
-		s->ng.settling = 0;
-	pthread_cond_broadcast(&settle_cv);
-	pthread_mutex_unlock(&settle_mu);
+	settle_end(s, r);
 	return r;
 }
 
 void es__settle_for_exec(int fd, struct es_sock *s)
 {
-	pthread_mutex_lock(&settle_mu);
-	if (es__sock(fd) != s || s->ng.settling || s->state != ES_PENDING || !s->server) {
-		pthread_mutex_unlock(&settle_mu);
-		return;
-	}
-	s->ng.settling = 1;
-	pthread_mutex_unlock(&settle_mu);
-	int r = es__negs_exec(s);
-	pthread_mutex_lock(&settle_mu);
-	if (r != ES_CAND)
-		s->ng.settling = 0;
-	pthread_cond_broadcast(&settle_cv);
-	pthread_mutex_unlock(&settle_mu);
+	int r;
+	if (claim_server(fd, s, 0, &r))
+		settle_end(s, es__negs_exec(s));
 }
 
 void es__settle_give_away(int fd, struct es_sock *s)
 {
-	pthread_mutex_lock(&settle_mu);
-	if (es__sock(fd) != s || s->ng.settling || s->state != ES_PENDING || !s->server || s->ng.sv.begun) {
-		pthread_mutex_unlock(&settle_mu);
+	int r;
+	if (!claim_server(fd, s, 1, &r))
 		return;              /* ours to settle already (or not a server's) */
-	}
-	s->ng.settling = 1;
-	pthread_mutex_unlock(&settle_mu);
 	es__dbg("fd %d: handed to another process before its first use: that process negotiates", fd);
 	int ttl = s->ng.mark == MARK_EMP ? NEG_TTL_MARK : s->ng.mark == MARK_UNKNOWN ? NEG_TTL_UNKNOWN : 0;
 	if (ttl)   /* what the SYN said, for it (neg.h); plain: the default TTL */
 		R_(setsockopt)(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl);
 	es__drop_to_kernel(fd, s);
-	pthread_mutex_lock(&settle_mu);
-	pthread_cond_broadcast(&settle_cv);
-	pthread_mutex_unlock(&settle_mu);
+	settle_end(s, ES_CAND);
 }
 
 int es__settle_begin(int fd, struct es_sock *s)
 {
-	pthread_mutex_lock(&settle_mu);
-	if (es__sock(fd) != s || s->ng.settling || s->state != ES_PENDING || !s->server || s->ng.sv.begun) {
-		int r = es__sock(fd) == s ? s->state : ES_CAND;
-		pthread_mutex_unlock(&settle_mu);
-		return r;
-	}
-	s->ng.settling = 1;
-	pthread_mutex_unlock(&settle_mu);
-	int e = errno, res = ES_PENDING;
+	int res;
+	if (!claim_server(fd, s, 1, &res))
+		return res;
+	int e = errno;
+	res = ES_PENDING;
 	es__reap_hold();
 	if (es__negs_begin(s, &res) == 0) {
 		es__sock_lock(s);
@@ -428,11 +430,7 @@ int es__settle_begin(int fd, struct es_sock *s)
 	es__reap_release();
 	if (res != ES_FAILED)
 		errno = e;
-	pthread_mutex_lock(&settle_mu);
-	if (res != ES_CAND)
-		s->ng.settling = 0;
-	pthread_cond_broadcast(&settle_cv);
-	pthread_mutex_unlock(&settle_mu);
+	settle_end(s, res);
 	return res;
 }
 
