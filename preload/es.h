@@ -323,6 +323,10 @@ void es__neg_close_udp(struct es_sock *s);
 int es__to_in(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out);
 /* 0: kernel TCP; else MARK_* of the accepted connection (listener lfd) */
 int es__eligible_accept(int lfd, int fd, struct sockaddr_in *local, struct sockaddr_in *remote);
+/* fd, an accepted connection es__eligible_accept named, as a pending server
+ * socket with mark (sock.c: accept, passfd.c: one received); NULL if no memory */
+struct es_sock *es__sock_accepted(int fd, const struct sockaddr_in *l, const struct sockaddr_in *r, int nonblock,
+				  int mark);
 /* Drive a PENDING/CONNECTING socket to a decision (one thread per socket at a
  * time; others wait for its outcome): a CONNECTING socket whose kernel connect
  * has not finished stays so at once; otherwise this blocks until the

@@ -134,12 +134,12 @@ static void take_in(int fd)
 	socklen_t tl = sizeof type, dl = sizeof dom;
 	struct sockaddr_in l, r;
 	if (es__fd_get(fd) || R_(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM ||
-	    R_(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || (dom != AF_INET && dom != AF_INET6) ||
-	    es__neg_name_in(fd, 0, &l) < 0 || es__neg_name_in(fd, 1, &r) < 0 ||
-	    emp_conf_find_ip(&es__g.conf, r.sin_addr.s_addr) < 0 || !port_listens(dom, l.sin_port))
+	    R_(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || (dom != AF_INET && dom != AF_INET6))
 		return;
-	int fl = R_(fcntl)(fd, F_GETFL);
-	int mark = es__eligible_accept(-1, fd, &l, &r), ttl = 0;
+	int mark = es__eligible_accept(-1, fd, &l, &r);   /* names it: a configured peer's, on our address */
+	if (!mark || !port_listens(dom, l.sin_port))
+		return;
+	int ttl = 0;
 	socklen_t ttll = sizeof ttl;
 	if (mark == MARK_UNKNOWN && R_(getsockopt)(fd, IPPROTO_IP, IP_TTL, &ttl, &ttll) == 0) {
 		/* what the sender's accept read in the SYN (neg.h); the TTL back to the default */
@@ -150,17 +150,9 @@ static void take_in(int fd)
 		if (mark == MARK_PLAIN && !es__g.strict)
 			return;              /* a plain client, or a sender without the library: kernel TCP */
 	}
-	if (!mark)
-		return;
-	struct es_sock *s = es__sock_new(fd, ES_PENDING);
-	if (!s)
-		return;
-	s->server = 1;
-	s->local = l;
-	s->remote = r;
-	s->nonblock = fl >= 0 && (fl & O_NONBLOCK);
-	s->ng.mark = mark;
-	es__dbg("fd %d: a connection accepted by another process (SCM_RIGHTS): negotiated at its first use here", fd);
+	int fl = R_(fcntl)(fd, F_GETFL);
+	if (es__sock_accepted(fd, &l, &r, fl >= 0 && (fl & O_NONBLOCK), mark))
+		es__dbg("fd %d: a connection accepted by another process (SCM_RIGHTS): negotiated at its first use here", fd);
 }
 
 void es__scm_in(const struct msghdr *m)

@@ -166,21 +166,27 @@ int listen(int fd, int backlog)
 	return R_(listen)(fd, backlog);
 }
 
+struct es_sock *es__sock_accepted(int fd, const struct sockaddr_in *l, const struct sockaddr_in *r, int nonblock,
+				  int mark)
+{
+	struct es_sock *s = es__sock_new(fd, ES_PENDING);
+	if (s) {
+		s->server = 1;
+		s->local = *l;
+		s->remote = *r;
+		s->nonblock = nonblock;
+		s->ng.mark = mark;
+	}
+	return s;
+}
+
 static int accepted(int lfd, int fd, int flags)
 {
 	struct sockaddr_in l, r;
 	int e = errno;
 	int mark = es__eligible_accept(lfd, fd, &l, &r);
-	if (mark) {
-		struct es_sock *s = es__sock_new(fd, ES_PENDING);
-		if (s) {
-			s->server = 1;
-			s->local = l;
-			s->remote = r;
-			s->nonblock = !!(flags & SOCK_NONBLOCK);
-			s->ng.mark = mark;
-		}
-	}
+	if (mark)
+		es__sock_accepted(fd, &l, &r, !!(flags & SOCK_NONBLOCK), mark);
 	errno = e;
 	return fd;
 }
