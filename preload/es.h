@@ -116,6 +116,7 @@ struct es_wake {
 	atomic_int hit;
 	atomic_int written;              /* efd holds a count to drain */
 	int look_fds;                    /* es__wait_fds: the spin looks at the caller's fds too */
+	int sig_hold;                    /* a blocking read's or write's sleeps: es__sig_hold */
 };
 
 struct es_waiter {               /* a wake on one socket's list (s->lock) */
@@ -408,6 +409,8 @@ void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RS
 int es__wait(struct es_sock *s, int64_t deadline_ns);
 /* every caught signal's handler asks for SA_RESTART (sigrestart.c) */
 int es__sig_restarts(void);
+int es__sig_hold(const sigset_t **mask);   /* -EINTR: a signal came since the last sleep */
+void es__sig_release(void);               /* the blocking call returns: the caller's mask again */
 
 /* ---- readiness carried with completions (ready.c) ---- */
 /* readiness of s in any state, as poll bits; lock held */

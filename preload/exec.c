@@ -77,6 +77,7 @@ void es__exec_flush(struct es_sock *s, int64_t dl)
 	while (c && s->c == c && c->tx_done != c->tx_staged && !c->err && !c->kdead && es__now_ns() < dl)
 		if (es__wait(s, dl) < 0)
 			break;
+	es__sig_release();
 	es__sock_unlock(s);
 }
 

@@ -360,7 +360,10 @@ static int fw_sleep(void *arg, int64_t ns)
 		ts.tv_nsec = ns % 1000000000;
 		tp = &ts;
 	}
-	int r = R_(ppoll)(a->p, (nfds_t)n, tp, a->mask);
+	const sigset_t *mask = a->mask;
+	if (!mask && a->wk->sig_hold && es__sig_hold(&mask) < 0)
+		return -EINTR;
+	int r = R_(ppoll)(a->p, (nfds_t)n, tp, mask);
 	if (r < 0)
 		return errno == EINTR ? -EINTR : -errno;
 	if (use_dev && (a->p[a->n].revents & (POLLERR | POLLHUP | POLLNVAL))) {

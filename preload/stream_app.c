@@ -17,7 +17,7 @@
 int es__wait(struct es_sock *s, int64_t deadline)
 {
 	struct es_conn *c = s->c;
-	struct es_wake wk = { .efd = es__tl_efd() };
+	struct es_wake wk = { .efd = es__tl_efd(), .sig_hold = 1 };   /* es__sig_release when the call returns */
 	struct es_waiter w;
 	es__waiter_add(s, &w, &wk);
 	int kdead = c->kdead;
@@ -234,6 +234,7 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 	}
 	ret = (ssize_t)got;
 out:
+	es__sig_release();
 	if (ret > 0 && !(flags & MSG_PEEK))
 		c->nin += (uint64_t)ret;
 	struct emp_conn_info ri;
@@ -438,6 +439,7 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 	if (c->hold_tail && c->tx_staged > c->tx_posted && tx_tail_open(c))
 		es__hold(s);
 out:
+	es__sig_release();
 	if (ret > 0)
 		c->nout += (uint64_t)ret;
 	struct emp_conn_info ri;

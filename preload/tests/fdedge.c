@@ -25,6 +25,18 @@
  *                                 pipe, dup()s and closes kernel fds (all
  *                                 async-signal-safe calls; EINTR retried):
  *                                 "signals S"
+ *   fdedge async-close HOST PORT ROUNDS
+ *                                 the JDK's close of a channel another thread
+ *                                 blocks on: per round a blocking read, then
+ *                                 a blocking 64 MiB write (the echo server's
+ *                                 replies unread), each on a new connection;
+ *                                 200 ms in, the main thread dup2()s a socket
+ *                                 pair's shut end over the socket's number
+ *                                 and sends the thread a signal whose handler
+ *                                 has no SA_RESTART: the read ends with
+ *                                 EINTR, the write with EINTR or a short
+ *                                 count, within 3 s: "async-close P passed,
+ *                                 F failed"
  *   fdedge echo-threads PORT COUNT
  *                                 COUNT connections, a thread each echoing
  *                                 to EOF or an error: "served COUNT"
@@ -226,6 +238,81 @@ static int sig_kernel(const char *host, int port, long n)
 	return 0;
 }
 
+static atomic_int ac_sigs;
+
+static void ac_handler(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&ac_sigs, 1);
+}
+
+struct ac_io {
+	int fd, wr;
+	size_t n;
+	char *buf;
+	ssize_t r;
+	int e;
+	atomic_int done;
+};
+
+static void *ac_thread(void *p)
+{
+	struct ac_io *a = p;
+	a->r = a->wr ? write(a->fd, a->buf, a->n) : read(a->fd, a->buf, a->n);
+	a->e = errno;
+	atomic_store(&a->done, 1);
+	return NULL;
+}
+
+static int async_close(const char *host, int port, int rounds)
+{
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = { .sa_handler = ac_handler, .sa_flags = 0 };
+	sigaction(SIGUSR1, &sa, NULL);
+	size_t big = 64 << 20;
+	char *buf = calloc(1, big);
+	int pass = 0, failed = 0;
+	for (int i = 0; i < rounds * 2; i++) {
+		int wr = i % 2;
+		int s = dial(host, port);
+		char c;
+		if (write_all(s, "x", 1) < 0 || read(s, &c, 1) != 1)
+			die("first echo");
+		struct ac_io a = { .fd = s, .wr = wr, .n = wr ? big : 100, .buf = buf };
+		pthread_t t;
+		if (pthread_create(&t, NULL, ac_thread, &a))
+			die("pthread_create");
+		usleep(200000);
+		int sp[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
+			die("socketpair");
+		shutdown(sp[0], SHUT_RDWR);
+		double t0 = mono();
+		if (dup2(sp[0], s) != s)
+			die("dup2");
+		pthread_kill(t, SIGUSR1);
+		while (!atomic_load(&a.done) && mono() - t0 < 3)
+			usleep(1000);
+		double ms = (mono() - t0) * 1000;
+		const char *what = wr ? "write" : "read";
+		if (!atomic_load(&a.done)) {
+			printf("round %d %s: still blocked %.0f ms after dup2 and the signal (signals handled %d)\n",
+			       i / 2, what, ms, atomic_load(&ac_sigs));
+			fflush(stdout);
+			_exit(1);    /* the thread cannot be joined */
+		}
+		pthread_join(t, NULL);
+		int ok = wr ? (a.r > 0 && (size_t)a.r < big) || (a.r < 0 && a.e == EINTR) : a.r < 0 && a.e == EINTR;
+		printf("round %d %s: %zd (%s) after %.1f ms: %s\n", i / 2, what, a.r, a.r < 0 ? strerror(a.e) : "bytes",
+		       ms, ok ? "ok" : "FAIL");
+		ok ? pass++ : failed++;
+		close(s);
+		close(sp[1]);
+	}
+	printf("async-close %d passed, %d failed\n", pass, failed);
+	return failed != 0;
+}
+
 static void *echo_conn(void *p)
 {
 	int fd = (int)(intptr_t)p;
@@ -265,8 +352,10 @@ int main(int argc, char **argv)
 		return sig_kernel(argv[2], atoi(argv[3]), atol(argv[4]));
 	if (argc == 4 && !strcmp(argv[1], "echo-threads"))
 		return echo_threads(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "async-close"))
+		return async_close(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 5 && !strcmp(argv[1], "close-race"))
 		return close_race(argv[2], atoi(argv[3]), atoi(argv[4]));
-	fprintf(stderr, "usage: fdedge dup-high HOST PORT N BASE RAISE | close-race HOST PORT ROUNDS | echo-threads PORT COUNT | close-idle HOST PORT N FLAG\n");
+	fprintf(stderr, "usage: fdedge dup-high HOST PORT N BASE RAISE | close-race HOST PORT ROUNDS | async-close HOST PORT ROUNDS | echo-threads PORT COUNT | close-idle HOST PORT N FLAG\n");
 	return 2;
 }

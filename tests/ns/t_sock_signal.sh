@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_sock_signal: a signal handler that makes and closes TCP sockets, writes a pipe and dup()s/closes kernel fds (async-signal-safe calls) while the main thread is inside the shim (EMP writes, dup/close of the EMP socket, completion hooks): no deadlock, every byte arrives.
+# t_sock_signal: a signal handler that makes and closes TCP sockets, writes a pipe and dup()s/closes kernel fds (async-signal-safe calls) while the main thread is inside the shim (EMP writes, dup/close of the EMP socket, completion hooks): no deadlock, every byte arrives; and a blocking read or write that another thread ends the JDK's way (dup2 over the number, a signal without SA_RESTART) returns EINTR or a short count.
 # timeout: 60
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -17,3 +17,19 @@ cat "$T/c.log"
 at_least "signals handled" "$(awk '/^signals/ { print $2 }' "$T/c.log")" 100
 wait "$srv" || true
 expect "the server got all $N bytes and EOF" grep -q "^end EOF after $N bytes" "$T/s.log"
+# the JDK's close of a blocking channel another thread reads or writes: dup2()
+# of a shut socket pair over its number, then a signal without SA_RESTART to
+# that thread; the thread's call ends (EINTR, or a short write) as on kernel
+# TCP, and the server sees each connection end (before the fix the reader's
+# sleep had seen the replaced number ready, the handler ran outside the
+# sleep, and the read slept on for ever)
+bg 2 "$T/as.log" "$ER" --strict "$FDEDGE" echo-threads 7981 6
+srv=${PIDS[-1]}
+wait_port 2 7981
+rc=0
+on 1 timeout 30 "$ER" --strict "$FDEDGE" async-close 10.77.0.2 7981 3 > "$T/ac.log" 2>&1 || rc=$?
+cat "$T/ac.log"
+[ $rc = 0 ] || fail "async-close client exit $rc"
+expect "6 blocked calls ended by dup2 and a signal" grep -q "^async-close 6 passed, 0 failed" "$T/ac.log"
+wait "$srv" || true
+expect "the server saw all 6 connections end" grep -q "^served 6" "$T/as.log"
