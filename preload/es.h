@@ -116,7 +116,7 @@ struct es_wake {
 	atomic_int hit;
 	atomic_int written;              /* efd holds a count to drain */
 	int look_fds;                    /* es__wait_fds: the spin looks at the caller's fds too */
-	int sig_hold;                    /* a blocking read's or write's sleeps: es__sig_hold */
+	int sig_intr;                    /* a blocking read's or write's: ends when a handler ran (sigcatch.c) */
 };
 
 struct es_waiter {               /* a wake on one socket's list (s->lock) */
@@ -409,8 +409,11 @@ void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RS
 int es__wait(struct es_sock *s, int64_t deadline_ns);
 /* every caught signal's handler asks for SA_RESTART (sigrestart.c) */
 int es__sig_restarts(void);
-int es__sig_hold(const sigset_t **mask);   /* -EINTR: a signal came since the last sleep */
-void es__sig_release(void);               /* the blocking call returns: the caller's mask again */
+extern __thread unsigned es__tl_caught __attribute__((tls_model("initial-exec")));   /* sigcatch.c */
+extern __thread unsigned es__tl_sig0 __attribute__((tls_model("initial-exec")));     /* at the blocking call's start */
+extern __thread struct es_wake *es__tl_sleeper __attribute__((tls_model("initial-exec")));   /* a handler wakes it */
+static inline void es__sig_begin(void) { es__tl_sig0 = es__tl_caught; }
+static inline int es__sig_caught(void) { return es__tl_caught != es__tl_sig0; }
 
 /* ---- readiness carried with completions (ready.c) ---- */
 /* readiness of s in any state, as poll bits; lock held */

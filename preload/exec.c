@@ -68,6 +68,7 @@ void es__exec_flush(struct es_sock *s, int64_t dl)
 {
 	es__held_flush_old(0, 0);
 	es__defer_flush();
+	es__sig_begin();
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
 	if (c) {
@@ -77,7 +78,6 @@ void es__exec_flush(struct es_sock *s, int64_t dl)
 	while (c && s->c == c && c->tx_done != c->tx_staged && !c->err && !c->kdead && es__now_ns() < dl)
 		if (es__wait(s, dl) < 0)
 			break;
-	es__sig_release();
 	es__sock_unlock(s);
 }
 

@@ -258,6 +258,7 @@ struct fdwait {
 	const sigset_t *mask;
 	int dev_err;
 	int k;                   /* the caller's fds the last sleep (or look) found ready */
+	int intr;                /* a blocking call's: a handler without SA_RESTART ran (sigcatch.c) */
 	struct es_klook kl;      /* the spin's looks at the caller's fds */
 };
 
@@ -317,6 +318,8 @@ void es__klook_found(struct es_klook *l, int64_t now, int found)
 static int fw_done(void *arg)
 {
 	struct fdwait *a = arg;
+	if (a->wk->sig_intr && es__sig_caught())
+		return a->intr = 1;      /* before the hit: a handler's kick sets it too */
 	if (atomic_load(&a->wk->hit))
 		return 1;
 	int64_t now;
@@ -360,10 +363,16 @@ static int fw_sleep(void *arg, int64_t ns)
 		ts.tv_nsec = ns % 1000000000;
 		tp = &ts;
 	}
-	const sigset_t *mask = a->mask;
-	if (!mask && a->wk->sig_hold && es__sig_hold(&mask) < 0)
-		return -EINTR;
-	int r = R_(ppoll)(a->p, (nfds_t)n, tp, mask);
+	if (a->wk->sig_intr) {   /* a handler from here on writes the wake eventfd (sigcatch.c) */
+		es__tl_sleeper = a->wk;
+		atomic_signal_fence(memory_order_seq_cst);
+		if (es__sig_caught()) {
+			es__tl_sleeper = NULL;
+			return -EINTR;
+		}
+	}
+	int r = R_(ppoll)(a->p, (nfds_t)n, tp, a->mask);
+	es__tl_sleeper = NULL;
 	if (r < 0)
 		return errno == EINTR ? -EINTR : -errno;
 	if (use_dev && (a->p[a->n].revents & (POLLERR | POLLHUP | POLLNVAL))) {
@@ -406,7 +415,7 @@ static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout
 		return r < 0 ? (errno == EINTR ? -EINTR : -errno) : r > 0 ? 2 : 0;
 	}
 	es__held_flush();        /* the writes this thread coalesced leave before it waits */
-	struct fdwait a = { wk, p, n, mask, 0, 0, { 0, 0 } };
+	struct fdwait a = { .wk = wk, .p = p, .n = n, .mask = mask };
 	es__klook_start(&a.kl);
 	p[n].fd = emp_wait_fd(ep);
 	p[n].events = POLLIN;
@@ -417,6 +426,8 @@ static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout
 	struct emp_waitfor w = { .done = fw_done, .arm = fw_arm, .sleep = fw_sleep, .disarm = fw_disarm,
 				 .arg = &a, .timeout_ns = timeout_ns };
 	int r = emp_wait_for(ep, &w);
+	if (a.intr)
+		return -EINTR;
 	if (!a.k)
 		for (int i = 0; i < n; i++)
 			p[i].revents = 0;    /* no sleep found any */

@@ -1,8 +1,5 @@
-/* sigrestart.c: a blocking EMP read or write and the signals that come while it waits: none is missed, and one whose handler asked for SA_RESTART lets it go on, as the kernel's would. */
-#include <errno.h>
-#include <pthread.h>
+/* sigrestart.c: whether a blocking EMP read or write that a signal handler interrupted goes on, as the kernel's would under SA_RESTART. */
 #include <signal.h>
-#include <time.h>
 
 #include "es.h"
 
@@ -30,55 +27,4 @@ int es__sig_restarts(void)
 			return 0;
 	}
 	return 1;
-}
-
-/*
- * A kernel read or write that blocks is inside the system call for the whole
- * wait, so any signal that comes meanwhile ends it with EINTR. The shim's
- * wait is a loop of sleeps (ppoll) and looks at the stream between them; a
- * signal that came while the thread was awake ran its handler there, and the
- * next sleep did not know: the call slept on. The JDK closes a blocking
- * SocketChannel that another thread reads by dup2() over its number, which
- * wakes that thread's ppoll (the number it polls is now a socket pair at EOF),
- * and then a signal to the reader; the reader's ppoll saw the number ready and
- * returned 1, the handler ran on the way out, and the reader slept for ever.
- *
- * So from its first sleep to its return a blocking call keeps the signals
- * blocked, and each sleep's ppoll unblocks them (the caller's mask) for as
- * long as it sleeps: a signal that comes while the thread is awake stays
- * pending and ends the next sleep with EINTR. A ppoll with fds ready returns
- * them before a pending signal, so a sleep after the first asks first (a
- * ppoll of no fds that returns at once). es__sig_release gives the mask back
- * when the call returns (a signal still pending runs its handler then). The
- * spin before the first sleep runs with the caller's mask: blocking it there
- * would cost two system calls on every wait that the spin answers.
- */
-static __thread int held;
-static __thread sigset_t held_old;
-
-int es__sig_hold(const sigset_t **mask)
-{
-	if (!held) {
-		sigset_t all;
-		sigfillset(&all);
-		if (pthread_sigmask(SIG_BLOCK, &all, &held_old) != 0)
-			return 0;            /* *mask stays: the sleep runs as before */
-		held = 1;
-	} else {
-		struct timespec z = { 0, 0 };
-		if (R_(ppoll)(NULL, 0, &z, &held_old) < 0 && errno == EINTR)
-			return -EINTR;
-	}
-	*mask = &held_old;
-	return 0;
-}
-
-void es__sig_release(void)
-{
-	if (!held)
-		return;
-	held = 0;
-	int e = errno;
-	pthread_sigmask(SIG_SETMASK, &held_old, NULL);
-	errno = e;
 }

@@ -17,7 +17,7 @@
 int es__wait(struct es_sock *s, int64_t deadline)
 {
 	struct es_conn *c = s->c;
-	struct es_wake wk = { .efd = es__tl_efd(), .sig_hold = 1 };   /* es__sig_release when the call returns */
+	struct es_wake wk = { .efd = es__tl_efd(), .sig_intr = 1 };
 	struct es_waiter w;
 	es__waiter_add(s, &w, &wk);
 	int kdead = c->kdead;
@@ -167,11 +167,12 @@ static int eof_unclean(struct es_sock *s)
 
 /* a blocking call's wait: 1 look again (also after a handler installed with
  * SA_RESTART ran, on a socket without a timeout: sigrestart.c), 0 the
- * timeout passed, -EINTR */
+ * timeout passed, -EINTR (also when a handler without SA_RESTART ran at any
+ * moment since the call began: sigcatch.c) */
 static int wait_on(struct es_sock *s, int64_t dl)
 {
 	int w = es__wait(s, dl);
-	return w < 0 && !dl && es__sig_restarts() ? 1 : w;
+	return w < 0 && !dl && !es__sig_caught() && es__sig_restarts() ? 1 : w;
 }
 
 ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
@@ -179,6 +180,7 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 	size_t want = 0, got = 0;
 	for (int i = 0; i < iovcnt; i++)
 		want += iov[i].iov_len;
+	es__sig_begin();
 	emp_progress_due(es__g.ep);   /* a busy event loop keeps the engine serviced */
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
@@ -234,7 +236,6 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 	}
 	ret = (ssize_t)got;
 out:
-	es__sig_release();
 	if (ret > 0 && !(flags & MSG_PEEK))
 		c->nin += (uint64_t)ret;
 	struct emp_conn_info ri;
@@ -350,6 +351,7 @@ ssize_t es__send_file(struct es_sock *s, int in, off_t *off, size_t count)
 static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int flags)
 {
 	size_t sent = 0;
+	es__sig_begin();
 	emp_progress_due(es__g.ep);
 	es__sock_lock(s);
 	struct es_conn *c = s->c;
@@ -423,7 +425,7 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 			goto out;
 		}
 		int w = wait_on(s, dl);
-		if (w <= 0 && !es__can_stage(c)) {
+		if (w < 0 || (w == 0 && !es__can_stage(c))) {
 			if (sent)
 				break;
 			ret = w == 0 ? -EAGAIN : -EINTR;
@@ -439,7 +441,6 @@ static ssize_t send_from(struct es_sock *s, struct src *x, size_t total, int fla
 	if (c->hold_tail && c->tx_staged > c->tx_posted && tx_tail_open(c))
 		es__hold(s);
 out:
-	es__sig_release();
 	if (ret > 0)
 		c->nout += (uint64_t)ret;
 	struct emp_conn_info ri;

@@ -23,7 +23,7 @@ expect "the server got all $N bytes and EOF" grep -q "^end EOF after $N bytes" "
 # TCP, and the server sees each connection end (before the fix the reader's
 # sleep had seen the replaced number ready, the handler ran outside the
 # sleep, and the read slept on for ever)
-bg 2 "$T/as.log" "$ER" --strict "$FDEDGE" echo-threads 7981 6
+bg 2 "$T/as.log" "$ER" --strict "$FDEDGE" echo-threads 7981 46
 srv=${PIDS[-1]}
 wait_port 2 7981
 rc=0
@@ -31,5 +31,13 @@ on 1 timeout 30 "$ER" --strict "$FDEDGE" async-close 10.77.0.2 7981 3 > "$T/ac.l
 cat "$T/ac.log"
 [ $rc = 0 ] || fail "async-close client exit $rc"
 expect "6 blocked calls ended by dup2 and a signal" grep -q "^async-close 6 passed, 0 failed" "$T/ac.log"
+# the same with the close 0-100 us into the call: while it copies or spins
+# before any sleep, where the handler runs in user space (sigcatch.c counts
+# it; before, the call went on to sleep for ever)
+rc=0
+on 1 timeout 30 "$ER" --strict "$FDEDGE" async-close 10.77.0.2 7981 20 100 > "$T/aj.log" 2>&1 || rc=$?
+grep -v ": ok$" "$T/aj.log"
+[ $rc = 0 ] || fail "async-close (0-100 us) client exit $rc"
+expect "40 blocked calls ended by dup2 and a signal 0-100 us in" grep -q "^async-close 40 passed, 0 failed" "$T/aj.log"
 wait "$srv" || true
-expect "the server saw all 6 connections end" grep -q "^served 6" "$T/as.log"
+expect "the server saw all 46 connections end" grep -q "^served 46" "$T/as.log"
