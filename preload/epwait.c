@@ -89,6 +89,7 @@ struct epw {
 	const sigset_t *mask;
 	int nk;                          /* kernel events the sleep (or the spin's look) returned */
 	int armed;                       /* between epw_arm and epw_disarm: no look */
+	int intr;                        /* a handler without SA_RESTART ran (sigcatch.c) */
 	struct es_klook kl;              /* the spin's looks at the kernel fds */
 };
 
@@ -106,6 +107,8 @@ struct epw {
 static int epw_done(void *arg)
 {
 	struct epw *a = arg;
+	if (es__sig_caught())
+		return a->intr = 1;
 	if (a->nk > 0 || atomic_load(&a->set->nready) > 0)
 		return 1;
 	int64_t now;
@@ -140,8 +143,12 @@ static int epw_sleep(void *arg, int64_t ns)
 {
 	struct epw *a = arg;
 	int ms = ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
+	struct es_kick kick = { a->set->efd, &a->set->signaled };
+	if (es__sig_sleep(&kick) < 0)
+		return -EINTR;           /* a handler from here on writes the set's eventfd */
 	int k = a->mask ? R_(epoll_pwait)(a->set->epfd, a->evs, a->max, ms, a->mask)
 			: R_(epoll_wait)(a->set->epfd, a->evs, a->max, ms);
+	es__sig_woke();
 	if (k < 0)
 		return errno == EINTR ? -EINTR : -errno;
 	es__ep_set_drain(a->set);
@@ -156,6 +163,7 @@ static int epw_sleep(void *arg, int64_t ns)
 static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
 {
 	emp_endpoint_t *ep = es__g.ep;
+	es__sig_begin();
 	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
 	for (;;) {
 		struct settles st = { 0 };
@@ -193,7 +201,7 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 		if (left < 0 && dl >= 0)
 			left = 0;
 		if (!ep) {
-			struct epw a = { set, evs, max, mask, 0, 0, { 0, 0 } };
+			struct epw a = { .set = set, .evs = evs, .max = max, .mask = mask };
 			int r = epw_sleep(&a, left);
 			if (r < 0) {
 				errno = -r;
@@ -203,11 +211,13 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 				return r;
 			continue;
 		}
-		struct epw a = { set, evs, max, mask, 0, 0, { 0, 0 } };
+		struct epw a = { .set = set, .evs = evs, .max = max, .mask = mask };
 		es__klook_start(&a.kl);
 		struct emp_waitfor w = { .done = epw_done, .arm = epw_arm, .sleep = epw_sleep,
 					 .disarm = epw_disarm, .arg = &a, .timeout_ns = left };
 		int r = emp_wait_for(ep, &w);
+		if (a.intr)
+			r = -EINTR;
 		if (r == -EINTR) {
 			errno = EINTR;
 			return -1;

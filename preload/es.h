@@ -2,6 +2,7 @@
 #ifndef EMP_ES_H
 #define EMP_ES_H
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -116,7 +117,7 @@ struct es_wake {
 	atomic_int hit;
 	atomic_int written;              /* efd holds a count to drain */
 	int look_fds;                    /* es__wait_fds: the spin looks at the caller's fds too */
-	int sig_intr;                    /* a blocking read's or write's: ends when a handler ran (sigcatch.c) */
+	int sig_intr;                    /* the wait ends when a handler ran since the call began (sigcatch.c) */
 };
 
 struct es_waiter {               /* a wake on one socket's list (s->lock) */
@@ -411,9 +412,23 @@ int es__wait(struct es_sock *s, int64_t deadline_ns);
 int es__sig_restarts(void);
 extern __thread unsigned es__tl_caught __attribute__((tls_model("initial-exec")));   /* sigcatch.c */
 extern __thread unsigned es__tl_sig0 __attribute__((tls_model("initial-exec")));     /* at the blocking call's start */
-extern __thread struct es_wake *es__tl_sleeper __attribute__((tls_model("initial-exec")));   /* a handler wakes it */
 static inline void es__sig_begin(void) { es__tl_sig0 = es__tl_caught; }
 static inline int es__sig_caught(void) { return es__tl_caught != es__tl_sig0; }
+/* A sleep that a handler must end: the eventfd its sleep polls, and the flag
+ * that has its waker drain it. es__sig_sleep: 0, or -EINTR (one ran since
+ * the call began; the kick is not left set); es__sig_woke after the sleep. */
+struct es_kick { int efd; atomic_int *flag; };
+extern __thread struct es_kick *es__tl_kick __attribute__((tls_model("initial-exec")));
+static inline int es__sig_sleep(struct es_kick *k)
+{
+	es__tl_kick = k;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (!es__sig_caught())
+		return 0;
+	es__tl_kick = NULL;
+	return -EINTR;
+}
+static inline void es__sig_woke(void) { es__tl_kick = NULL; }
 
 /* ---- readiness carried with completions (ready.c) ---- */
 /* readiness of s in any state, as poll bits; lock held */

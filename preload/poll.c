@@ -168,12 +168,13 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 		any = needs_us(fds[i].fd);
 	if (!any || es__tl_in)
 		return real_wait(fds, n, timeout_ns, mask);
+	es__sig_begin();
 	struct pcall pc = {
 		.fds = fds, .n = n, .mask = mask,
 		.dl = timeout_ns < 0 ? -1 : es__now_ns() + timeout_ns,
 		.t = malloc((n + 4) * sizeof *pc.t), .map = malloc((n + 1) * sizeof *pc.map),
 		.w = calloc(n, sizeof *pc.w), .ss = calloc(n, sizeof *pc.ss),
-		.wk = { .efd = es__tl_efd(), .look_fds = 1 },
+		.wk = { .efd = es__tl_efd(), .look_fds = 1, .sig_intr = 1 },
 	};
 	int ret = -1;
 	if (!pc.t || !pc.map || !pc.w || !pc.ss) {

@@ -363,16 +363,11 @@ static int fw_sleep(void *arg, int64_t ns)
 		ts.tv_nsec = ns % 1000000000;
 		tp = &ts;
 	}
-	if (a->wk->sig_intr) {   /* a handler from here on writes the wake eventfd (sigcatch.c) */
-		es__tl_sleeper = a->wk;
-		atomic_signal_fence(memory_order_seq_cst);
-		if (es__sig_caught()) {
-			es__tl_sleeper = NULL;
-			return -EINTR;
-		}
-	}
+	struct es_kick kick = { a->wk->efd, &a->wk->written };
+	if (a->wk->sig_intr && es__sig_sleep(&kick) < 0)
+		return -EINTR;           /* a handler from here on writes the wake eventfd */
 	int r = R_(ppoll)(a->p, (nfds_t)n, tp, a->mask);
-	es__tl_sleeper = NULL;
+	es__sig_woke();
 	if (r < 0)
 		return errno == EINTR ? -EINTR : -errno;
 	if (use_dev && (a->p[a->n].revents & (POLLERR | POLLHUP | POLLNVAL))) {

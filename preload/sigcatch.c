@@ -19,10 +19,11 @@
  * So the handlers that would end such a call (a handler function, no
  * SA_RESTART) are installed behind a trampoline that bumps es__tl_caught and
  * calls the program's handler with the same arguments; the blocking call
- * compares the count with the one at its start (ready.c: the spin's looks
- * and each sleep's start); a handler that runs between that look and the
- * sleep's ppoll (es__tl_sleeper set) writes the thread's wake eventfd, so the
- * ppoll returns at once. A signal that wakes the ppoll itself ends it with
+ * compares the count with the one at its start (ready.c, epwait.c: the
+ * spin's looks and each sleep's start); a handler that runs between that look
+ * and the sleep (es__tl_kick set) writes the eventfd the sleep polls, so it
+ * returns at once. poll, select and epoll_wait end the same way (the kernel's
+ * end with EINTR for any handler; these for those without SA_RESTART). A signal that wakes the ppoll itself ends it with
  * EINTR, or (when the ppoll found an fd ready as it woke: the JDK's dup2 made
  * the number it polled a socket pair at EOF) runs the trampoline on the way
  * out, which the next look sees. Handlers with
@@ -38,7 +39,7 @@
  */
 __thread unsigned es__tl_caught __attribute__((tls_model("initial-exec")));
 __thread unsigned es__tl_sig0 __attribute__((tls_model("initial-exec")));
-__thread struct es_wake *es__tl_sleeper __attribute__((tls_model("initial-exec")));
+__thread struct es_kick *es__tl_kick __attribute__((tls_model("initial-exec")));
 
 #define SIGCATCH_MAX 256
 static struct sigaction pool[SIGCATCH_MAX];
@@ -50,12 +51,12 @@ static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 static void tramp(int sig, siginfo_t *si, void *ctx)
 {
 	es__tl_caught++;
-	struct es_wake *wk = es__tl_sleeper;
-	if (wk) {                        /* between its last look and its ppoll: end the sleep */
+	struct es_kick *k = es__tl_kick;
+	if (k) {                         /* between its last look and its sleep: end the sleep */
 		int e = errno;
 		uint64_t one = 1;
-		atomic_store(&wk->written, 1);
-		(void)!R_(write)(wk->efd, &one, 8);
+		atomic_store(k->flag, 1);
+		(void)!R_(write)(k->efd, &one, 8);
 		errno = e;
 	}
 	struct sigaction *a = sig > 0 && sig < NSIG ? atomic_load(&apps[sig]) : NULL;

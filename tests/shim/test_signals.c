@@ -1,10 +1,12 @@
-/* test_signals.c: sigaction through the shim (sigcatch.c): what the program sees of its handlers, the count a blocking call reads, and a blocking read that a signal ends while it spins. */
+/* test_signals.c: sigaction through the shim (sigcatch.c): what the program sees of its handlers, the count a blocking call reads, and a blocking read, epoll_wait, poll and select that a signal ends while they spin. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -128,6 +130,23 @@ static void t_sig_signal_roundtrip(void)
 	CHECK_EQ(atomic_load(&h_sig), SIGUSR1);
 }
 
+/* close both ends and drive the wire until the lingering connections are
+ * torn down (a later test's close must not reap into a freed harness) */
+static int reap_each_round(void *arg)
+{
+	(void)arg;
+	es__zombies_reap();
+	return 0;
+}
+
+static void sw_close(struct sw *w)
+{
+	CHECK(close(w->fd[0]) == 0 && close(w->fd[1]) == 0);
+	es__held_flush_old(0, 0);
+	h_run(&w->h, reap_each_round, NULL, 200000000);
+	h_free(&w->h);
+}
+
 struct rd { int fd; ssize_t r; int e; atomic_int done; };
 
 static void *blocking_read(void *arg)
@@ -174,8 +193,62 @@ static void t_sig_spin_eintr(void)
 	for (int i = 0; i < 200 && read(w.fd[1], &c, 1) != 1; i++)
 		h_run(&w.h, NULL, NULL, 200000000);
 	CHECK_EQ(c, 'z');
-	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
-	h_free(&w.h);
+	sw_close(&w);
+}
+
+struct mw { int fd, ep, how; int r, e; atomic_int done; };
+
+static void *multiplex_wait(void *arg)
+{
+	struct mw *m = arg;
+	if (m->how == 0) {
+		struct epoll_event ev;
+		m->r = epoll_wait(m->ep, &ev, 1, -1);
+	} else if (m->how == 1) {
+		struct pollfd p = { m->fd, POLLIN, 0 };
+		m->r = poll(&p, 1, -1);
+	} else {
+		fd_set rs;
+		FD_ZERO(&rs);
+		FD_SET(m->fd, &rs);
+		m->r = select(m->fd + 1, &rs, NULL, NULL, NULL);
+	}
+	m->e = errno;
+	atomic_store(&m->done, 1);
+	return NULL;
+}
+
+/* epoll_wait, poll and select with no timeout on an idle EMP socket spin
+ * for ever in virtual time; a handler without SA_RESTART on their thread
+ * ends them with EINTR, as the kernel's would (before, the handler ran and
+ * the spin went on) */
+static void t_sig_multiplex_eintr(void)
+{
+	struct sigaction sa = { .sa_handler = on_sig };
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+	static const char *name[3] = { "epoll_wait", "poll", "select" };
+	for (int how = 0; how < 3; how++) {
+		struct sw w;
+		sw_open(&w, NULL, 4, 1024);
+		struct mw m = { .fd = w.fd[1], .ep = epoll_create1(0), .how = how };
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 7 };
+		CHECK(m.ep >= 0 && epoll_ctl(m.ep, EPOLL_CTL_ADD, w.fd[1], &ev) == 0);
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, multiplex_wait, &m) == 0);
+		usleep(50000);
+		CHECK_MSG(!atomic_load(&m.done), "%s returned %d before any signal", name[how], m.r);
+		atomic_store(&h_runs, 0);
+		CHECK(pthread_kill(t, SIGUSR1) == 0);
+		for (int i = 0; i < 2000 && !atomic_load(&m.done); i++)
+			usleep(1000);
+		CHECK_MSG(atomic_load(&m.done), "%s still spins 2 s after the signal (handler ran %d times)", name[how],
+			  atomic_load(&h_runs));
+		pthread_join(t, NULL);
+		CHECK_MSG(m.r == -1 && m.e == EINTR, "%s: %d (%s)", name[how], m.r, strerror(m.e));
+		CHECK(close(m.ep) == 0);
+		sw_close(&w);
+	}
 }
 
 static const struct emp_test tests[] = {
@@ -184,6 +257,7 @@ static const struct emp_test tests[] = {
 	{ "shim_sig_untouched", t_sig_untouched, 10 },
 	{ "shim_sig_signal_roundtrip", t_sig_signal_roundtrip, 10 },
 	{ "shim_sig_spin_eintr", t_sig_spin_eintr, 20 },
+	{ "shim_sig_multiplex_eintr", t_sig_multiplex_eintr, 20 },
 };
 
 const struct emp_test_suite emp_suite_signals = { "signals", tests, sizeof(tests) / sizeof(tests[0]) };
