@@ -120,8 +120,17 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 	if (!real_sigaction)
 		real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	struct sigaction *prev = sig > 0 && sig < NSIG ? atomic_load(&apps[sig]) : NULL;
-	struct sigaction *rec = catchable(sig, act) ? record(act) : NULL;
 	struct sigaction t;
+	if (act && prev && ((void *)act->sa_handler == (void *)tramp || (void *)act->sa_sigaction == (void *)tramp)) {
+		t = *act;                /* the trampoline read back (signal()) and installed again: */
+		t.sa_flags |= SA_SIGINFO;    /* it goes on dispatching to the last record */
+		t.sa_sigaction = tramp;
+		int r = real_sigaction(sig, &t, oact);
+		if (r == 0 && oact && is_tramp(oact))
+			*oact = *prev;
+		return r;
+	}
+	struct sigaction *rec = catchable(sig, act) ? record(act) : NULL;
 	if (rec) {
 		t = *act;
 		t.sa_flags |= SA_SIGINFO;

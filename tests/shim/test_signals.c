@@ -115,7 +115,7 @@ static void t_sig_untouched(void)
 }
 
 /* signal() hands back what the kernel holds (the trampoline); installed
- * again, it still runs the program's handler */
+ * again (by signal() or sigaction()), it still runs the program's handler */
 static void t_sig_signal_roundtrip(void)
 {
 	struct sigaction sa = { .sa_handler = on_sig };
@@ -128,6 +128,16 @@ static void t_sig_signal_roundtrip(void)
 	CHECK(raise(SIGUSR1) == 0);
 	CHECK_EQ(atomic_load(&h_runs), 1);
 	CHECK_EQ(atomic_load(&h_sig), SIGUSR1);
+	/* the same value installed again through sigaction (no SA_SIGINFO) runs
+	 * the program's handler once, and reads back as the program's */
+	struct sigaction again = { .sa_handler = old }, back;
+	sigemptyset(&again.sa_mask);
+	CHECK(sigaction(SIGUSR1, &again, NULL) == 0);
+	atomic_store(&h_runs, 0);
+	CHECK(raise(SIGUSR1) == 0);
+	CHECK_EQ(atomic_load(&h_runs), 1);
+	CHECK(sigaction(SIGUSR1, NULL, &back) == 0);
+	CHECK(back.sa_handler == on_sig);
 }
 
 /* close both ends and drive the wire until the lingering connections are
