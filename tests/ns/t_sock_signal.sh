@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_sock_signal: a signal handler that makes and closes TCP sockets, writes a pipe and dup()s/closes kernel fds (async-signal-safe calls) while the main thread is inside the shim (EMP writes, dup/close of the EMP socket, completion hooks): no deadlock, every byte arrives; and a blocking read or write that another thread ends the JDK's way (dup2 over the number, a signal without SA_RESTART) returns EINTR or a short count.
+# t_sock_signal: a signal handler that makes and closes TCP sockets, writes a pipe and dup()s/closes kernel fds (async-signal-safe calls) while the main thread is inside the shim (EMP writes, dup/close of the EMP socket, completion hooks): no deadlock, every byte arrives; and a blocking read or write that another thread ends the JDK's way (dup2 over the number, a signal without SA_RESTART) returns EINTR or a short count, also when the signal comes 0-100 us in, while the call copies or spins; and Perl's alarm timeout around a blocking sysread ends the read with a 30 us timer.
 # timeout: 60
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -41,3 +41,13 @@ grep -v ": ok$" "$T/aj.log"
 expect "40 blocked calls ended by dup2 and a signal 0-100 us in" grep -q "^async-close 40 passed, 0 failed" "$T/aj.log"
 wait "$srv" || true
 expect "the server saw all 46 connections end" grep -q "^served 46" "$T/as.log"
+# Perl's timeout idiom (alarm, a handler that dies, a blocking sysread) with a
+# 30 us timer, which comes while the read spins for EMP: each read ends (on
+# 389ee80 the first one waited for ever)
+bg 2 "$T/ps.log" "$ER" --strict perl "$ROOT/tests/ns/progs/alarmread.pl" server 10.77.0.2 7982
+wait_port 2 7982
+rc=0
+on 1 timeout 20 "$ER" --strict perl "$ROOT/tests/ns/progs/alarmread.pl" client 10.77.0.2 7982 30 20 > "$T/pc.log" 2>&1 || rc=$?
+cat "$T/pc.log"
+[ $rc = 124 ] && fail "a read the alarm should have ended waited for ever"
+expect "20 reads ended by a 30 us alarm" grep -q "^alarm ended 20 of 20 reads" "$T/pc.log"
