@@ -29,6 +29,9 @@
  * out, which the next look sees. Handlers with
  * SA_RESTART (HotSpot's, glibc's signal()) and the synchronous fault signals
  * (SIGSEGV and the like: a JVM's or a sanitizer's) are installed unchanged.
+ * The trampoline counts only while the kernel's action lacks SA_RESTART (one
+ * sigaction read per signal): siginterrupt(sig, 0) turns it on through
+ * glibc's own call, past this wrapper.
  * sigaction()'s old action reports the program's handler, never the
  * trampoline. The trampoline dispatches through the last handler recorded for
  * the signal, so a handler read back with signal() and installed again still
@@ -50,15 +53,20 @@ static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 
 static void tramp(int sig, siginfo_t *si, void *ctx)
 {
-	es__tl_caught++;
-	struct es_kick *k = es__tl_kick;
-	if (k) {                         /* between its last look and its sleep: end the sleep */
-		int e = errno;
-		uint64_t one = 1;
-		atomic_store(k->flag, 1);
-		(void)!R_(write)(k->efd, &one, 8);
-		errno = e;
+	int e = errno;
+	struct sigaction cur;
+	/* counted only while the kernel's action still lacks SA_RESTART:
+	 * siginterrupt(sig, 0) sets it behind our back (glibc's own sigaction) */
+	if (!real_sigaction || real_sigaction(sig, NULL, &cur) != 0 || !(cur.sa_flags & SA_RESTART)) {
+		es__tl_caught++;
+		struct es_kick *k = es__tl_kick;
+		if (k) {                 /* between its last look and its sleep: end the sleep */
+			uint64_t one = 1;
+			atomic_store(k->flag, 1);
+			(void)!R_(write)(k->efd, &one, 8);
+		}
 	}
+	errno = e;
 	struct sigaction *a = sig > 0 && sig < NSIG ? atomic_load(&apps[sig]) : NULL;
 	if (!a)
 		return;

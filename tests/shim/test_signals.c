@@ -65,6 +65,28 @@ static void t_sig_report(void)
 	CHECK(old.sa_handler == on_sig);
 }
 
+/* siginterrupt(sig, 0) turns SA_RESTART on through glibc's own sigaction,
+ * past the wrapper: the handler still runs, and is no longer counted (a
+ * blocking call goes on, as the kernel's would) */
+static void t_sig_siginterrupt(void)
+{
+	struct sigaction sa = { .sa_handler = on_sig };
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+	unsigned c0 = es__tl_caught;
+	CHECK(raise(SIGUSR1) == 0);
+	CHECK_EQ(es__tl_caught - c0, 1);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	CHECK(siginterrupt(SIGUSR1, 0) == 0);   /* what old programs still call */
+#pragma GCC diagnostic pop
+	atomic_store(&h_runs, 0);
+	c0 = es__tl_caught;
+	CHECK(raise(SIGUSR1) == 0);
+	CHECK_EQ(atomic_load(&h_runs), 1);
+	CHECK_EQ(es__tl_caught, c0);
+}
+
 /* SA_SIGINFO: the program's handler gets the same siginfo (a sigqueue value)
  * and context */
 static void t_sig_siginfo(void)
@@ -264,6 +286,7 @@ static void t_sig_multiplex_eintr(void)
 static const struct emp_test tests[] = {
 	{ "shim_sig_report", t_sig_report, 10 },
 	{ "shim_sig_siginfo", t_sig_siginfo, 10 },
+	{ "shim_sig_siginterrupt", t_sig_siginterrupt, 10 },
 	{ "shim_sig_untouched", t_sig_untouched, 10 },
 	{ "shim_sig_signal_roundtrip", t_sig_signal_roundtrip, 10 },
 	{ "shim_sig_spin_eintr", t_sig_spin_eintr, 20 },
