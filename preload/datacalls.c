@@ -88,6 +88,10 @@ static ssize_t rx(struct es_sock *s, struct iovec *iov, int n, int flags)
 {
 	if (s->state != ES_EMP)
 		return bad_state(s);
+	if (flags & MSG_OOB) {       /* EMP carries no urgent data: the kernel's answer when none is pending */
+		errno = EINVAL;
+		return -1;
+	}
 	int e = errno;
 	return as_call(es__recv(s, iov, n, flags), e);
 }
@@ -96,6 +100,13 @@ static ssize_t tx(struct es_sock *s, const struct iovec *iov, int n, int flags)
 {
 	if (s->state != ES_EMP)
 		return bad_state(s);
+	if (flags & MSG_OOB) {       /* no urgent data on EMP: said, not sent inline as if it were data */
+		static atomic_int told;
+		if (!atomic_exchange(&told, 1))
+			es__log("send(MSG_OOB) on an EMP connection: EMP carries no urgent data (EOPNOTSUPP); a `use kernel` rule keeps such a program on kernel TCP");
+		errno = EOPNOTSUPP;
+		return -1;
+	}
 	int e = errno;
 	return as_call(es__send(s, iov, n, flags), e);
 }

@@ -40,9 +40,18 @@ int es__wait(struct es_sock *s, int64_t deadline)
 	return r == -EINTR ? -EINTR : r == 0 ? 0 : 1;
 }
 
-/* copy up to want bytes into iov starting at byte offset at; consume unless peek */
+/* copy up to want bytes into iov starting at byte offset at; consume unless
+ * peek. iov NULL (MSG_TRUNC): the bytes are counted, and consumed unless
+ * peek, but copied nowhere, as the kernel's TCP does (HAProxy drains a
+ * connection with recv(fd, NULL, INT_MAX, MSG_TRUNC)) */
 static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t at, size_t want, int peek)
 {
+	struct iovec none = { NULL, at + want };
+	int discard = !iov;
+	if (discard) {
+		iov = &none;
+		iovcnt = 1;
+	}
 	int vi = 0;
 	size_t vo = at, n = 0;
 	while (vi < iovcnt && vo >= iov[vi].iov_len) {
@@ -64,7 +73,8 @@ static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t 
 			k = avail;
 		if (k > want - n)
 			k = want - n;
-		memcpy((char *)iov[vi].iov_base + vo, rslot(c, q) + ES_HDR + off, k);
+		if (!discard)
+			memcpy((char *)iov[vi].iov_base + vo, rslot(c, q) + ES_HDR + off, k);
 		n += k; vo += k; off += (uint32_t)k;
 		if (vo == iov[vi].iov_len) {
 			vi++;
@@ -190,7 +200,7 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 	es__process(s);
 	for (;;) {
 		if (c->rbytes && want > got) {
-			got += copy_out(c, iov, iovcnt, got, want - got, flags & MSG_PEEK);
+			got += copy_out(c, (flags & MSG_TRUNC) ? NULL : iov, iovcnt, got, want - got, flags & MSG_PEEK);
 			if (!(flags & MSG_PEEK))
 				es__flush(c);
 			if (!(flags & MSG_WAITALL) || got == want || (flags & MSG_PEEK))
@@ -223,7 +233,7 @@ ssize_t es__recv(struct es_sock *s, struct iovec *iov, int iovcnt, int flags)
 			ret = -EAGAIN;
 			goto out;
 		}
-		int lent = !got && !(flags & MSG_PEEK) && lend(c, iov, iovcnt, want);
+		int lent = !got && !(flags & (MSG_PEEK | MSG_TRUNC)) && lend(c, iov, iovcnt, want);
 		int w = wait_on(s, dl);
 		if (lent && (got = take_back(s)) > 0 && (!(flags & MSG_WAITALL) || got == want))
 			break;
