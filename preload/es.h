@@ -404,6 +404,7 @@ ssize_t es__send_file(struct es_sock *s, int in, off_t *off, size_t count);   /*
 int es__shutdown(struct es_sock *s, int how);
 void es__uncork(struct es_sock *s);     /* TCP_CORK off / TCP_NODELAY on: post what corking held (stream_app.c) */
 int es__fionread(struct es_sock *s);
+int es__outq(struct es_sock *s, int nsd);
 int es__so_error(struct es_sock *s);
 void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RST */
 /* wait for a change on s (waiter + kernel fd); 1 woke, 0 timeout, -EINTR; lock held */

@@ -9,6 +9,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <linux/sockios.h>
+
 #include "es.h"
 
 #define GUARD(fn, ...) do { if (es__tl_in) return R_(fn)(__VA_ARGS__); } while (0)
@@ -368,12 +370,12 @@ int fcntl64(int fd, int cmd, ...)
 static int ioctl_held(int fd, unsigned long req, void *arg)
 {
 	struct es_sock *s = es__tl_in ? NULL : es__sock(fd);
-	if (s && req == FIONREAD) {
+	if (s && (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
 		if (es__st_undecided(s))
 			es__settle(fd, s);
 		s = es__sock(fd);
-		if (s && s->state == ES_EMP) {
-			*(int *)arg = es__fionread(s);
+		if (s && s->state == ES_EMP) {   /* the kernel socket holds none of the stream's bytes */
+			*(int *)arg = req == FIONREAD ? es__fionread(s) : es__outq(s, req == SIOCOUTQNSD);
 			return 0;
 		}
 	}

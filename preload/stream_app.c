@@ -506,6 +506,20 @@ int es__fionread(struct es_sock *s)
 	return n;
 }
 
+/* SIOCOUTQ: bytes written and not yet acknowledged (slots not complete);
+ * SIOCOUTQNSD (nsd): of those, the ones not yet handed to the engine */
+int es__outq(struct es_sock *s, int nsd)
+{
+	es__sock_lock(s);
+	es__process(s);
+	struct es_conn *c = s->c;
+	uint64_t n = 0;
+	for (uint64_t q = nsd ? c->tx_posted : c->tx_done; q < c->tx_staged; q++)
+		n += c->slen[q % c->tx_slots];
+	es__sock_unlock(s);
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 int es__so_error(struct es_sock *s)
 {
 	es__sock_lock(s);

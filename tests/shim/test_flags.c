@@ -1,6 +1,8 @@
-/* test_flags.c: recv/send flags that kernel TCP gives a meaning to, on an EMP stream (simulated wire): MSG_TRUNC discards (HAProxy's drain), MSG_OOB is refused. */
+/* test_flags.c: recv/send flags that kernel TCP gives a meaning to, on an EMP stream (simulated wire): MSG_TRUNC discards (HAProxy's drain), MSG_OOB is refused, SIOCOUTQ counts the unacknowledged bytes. */
 #include <errno.h>
+#include <linux/sockios.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "simwire.h"
@@ -66,9 +68,38 @@ static void t_flags_oob(void)
 	h_free(&w.h);
 }
 
+/* SIOCOUTQ counts what was written and not yet acknowledged, SIOCOUTQNSD
+ * what of it the engine has not taken yet (the kernel socket holds none of
+ * the stream's bytes: it said 0 at once) */
+static void t_flags_outq(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 8, 4096);
+	uint8_t out[3000];
+	for (size_t k = 0; k < sizeof out; k++)
+		out[k] = sw_pat(k, 0);
+	CHECK_EQ(write(w.fd[0], out, sizeof out), 3000);
+	int q = -1, nsd = -1;
+	CHECK(ioctl(w.fd[0], SIOCOUTQ, &q) == 0 && ioctl(w.fd[0], SIOCOUTQNSD, &nsd) == 0);
+	CHECK_EQ(q, 3000);
+	CHECK(nsd >= 0 && nsd <= 3000);
+	wait_bytes(&w, 3000);
+	for (int i = 0; i < 200 && q; i++) {
+		es__held_flush_old(0, 0);
+		h_run(&w.h, NULL, NULL, 200000000);
+		CHECK(ioctl(w.fd[0], SIOCOUTQ, &q) == 0);
+	}
+	CHECK_EQ(q, 0);
+	CHECK(ioctl(w.fd[0], SIOCOUTQNSD, &nsd) == 0);
+	CHECK_EQ(nsd, 0);
+	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
+	h_free(&w.h);
+}
+
 static const struct emp_test tests[] = {
 	{ "shim_flags_trunc", t_flags_trunc, 20 },
 	{ "shim_flags_oob", t_flags_oob, 20 },
+	{ "shim_flags_outq", t_flags_outq, 20 },
 };
 
 const struct emp_test_suite emp_suite_flags = { "flags", tests, sizeof(tests) / sizeof(tests[0]) };
