@@ -143,14 +143,18 @@ static int epw_sleep(void *arg, int64_t ns)
 {
 	struct epw *a = arg;
 	int ms = ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
-	struct es_kick kick = { a->set->efd, &a->set->signaled };
+	struct es_kick kick = { a->set->efd, &a->set->signaled, 0 };
 	if (es__sig_sleep(&kick) < 0)
 		return -EINTR;           /* a handler from here on writes the set's eventfd */
 	int k = a->mask ? R_(epoll_pwait)(a->set->epfd, a->evs, a->max, ms, a->mask)
 			: R_(epoll_wait)(a->set->epfd, a->evs, a->max, ms);
 	es__sig_woke();
-	if (k < 0)
-		return errno == EINTR ? -EINTR : -errno;
+	if (k < 0) {
+		int e = errno;
+		if (kick.fired)
+			es__ep_set_drain(a->set);   /* the handler's kick: no later sleeper wakes to it */
+		return e == EINTR ? -EINTR : -e;
+	}
 	es__ep_set_drain(a->set);
 	a->nk = filter(a->evs, k);
 	if (a->nk)

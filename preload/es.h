@@ -418,7 +418,7 @@ static inline int es__sig_caught(void) { return es__tl_caught != es__tl_sig0; }
 /* A sleep that a handler must end: the eventfd its sleep polls, and the flag
  * that has its waker drain it. es__sig_sleep: 0, or -EINTR (one ran since
  * the call began; the kick is not left set); es__sig_woke after the sleep. */
-struct es_kick { int efd; atomic_int *flag; };
+struct es_kick { int efd; atomic_int *flag; volatile int fired; };
 extern __thread struct es_kick *es__tl_kick __attribute__((tls_model("initial-exec")));
 static inline int es__sig_sleep(struct es_kick *k)
 {

@@ -363,7 +363,7 @@ static int fw_sleep(void *arg, int64_t ns)
 		ts.tv_nsec = ns % 1000000000;
 		tp = &ts;
 	}
-	struct es_kick kick = { a->wk->efd, &a->wk->written };
+	struct es_kick kick = { a->wk->efd, &a->wk->written, 0 };
 	if (a->wk->sig_intr && es__sig_sleep(&kick) < 0)
 		return -EINTR;           /* a handler from here on writes the wake eventfd */
 	int r = R_(ppoll)(a->p, (nfds_t)n, tp, a->mask);

@@ -64,6 +64,7 @@ static void tramp(int sig, siginfo_t *si, void *ctx)
 			uint64_t one = 1;
 			atomic_store(k->flag, 1);
 			(void)!R_(write)(k->efd, &one, 8);
+			k->fired = 1;
 		}
 	}
 	errno = e;
