@@ -106,6 +106,13 @@ public class JavaNet {
             x.sendResponseHeaders(200, body.length);
             try (OutputStream os = x.getResponseBody()) { os.write(body); }
         });
+        byte[] kib = new byte[1024];
+        Arrays.fill(kib, (byte) 'a');
+        srv.createContext("/1k", x -> {        // a 1 KiB body for wrk (scripts/bench_apps)
+            x.getRequestBody().readAllBytes();
+            x.sendResponseHeaders(200, kib.length);
+            try (OutputStream os = x.getResponseBody()) { os.write(kib); }
+        });
         srv.setExecutor(Executors.newFixedThreadPool(4));
         srv.start();
         System.out.println("ready");
