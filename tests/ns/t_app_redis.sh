@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# t_app_redis: redis-server and redis-benchmark (-c 50, and -P 16) and redis-cli under emp-run --strict: no errors, every request counted by the server, values written and read back intact, EMP carried them.
-# timeout: 90
+# t_app_redis: redis-server and redis-benchmark (-c 50, and -P 16) and redis-cli under emp-run --strict: no errors, every request counted by the server, values written and read back intact, EMP carried them; replication between the hosts (a forked child hands each full resync to the parent through a pipe while the parent holds EMP connections): 20000 keys loaded, a later write replicated, a second full resync.
+# timeout: 120
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || fail "redis not installed (make deps)"
 N=${APP_REDIS_N:-20000}          # requests per command (SET, GET) per benchmark run
@@ -93,3 +93,45 @@ print("ok: the server's engine received and sent at least one message per reques
 PY
 kill "$srv"; wait "$srv" 2>/dev/null || true
 ! grep -qiE 'emp:.*(fail|error)' "$T/srv.log" || { cat "$T/srv.log"; fail "the server's shim complained"; }
+
+# 4. replication between the hosts, both under --strict: the master (h2) forks a
+# child for each full resync, which hands the RDB to the parent through a pipe
+# while the parent holds EMP connections (the child's exit must leave them alone);
+# a replica on h1 loads 20000 keys, takes later writes, and a second full resync
+# (the replica asks again) works over the same master
+bg 2 "$T/m.log" "$ER" --strict redis-server --bind 10.77.0.2 --port 6381 --save '' --appendonly no \
+	--protected-mode no --daemonize no --dir "$T" --repl-diskless-sync yes --repl-diskless-sync-delay 0
+msrv=${PIDS[-1]}
+wait_port 2 6381
+MC=(on 2 "$ER" --strict redis-cli -h 10.77.0.2 -p 6381)
+seq 1 20000 | awk '{ printf "SET k%d v%d-%s\n", $1, $1, "0123456789abcdef0123456789abcdef" }' |
+	on 2 "$ER" --strict redis-cli -h 10.77.0.2 -p 6381 --pipe > "$T/mpipe.log" 2>&1 || { cat "$T/mpipe.log"; fail "loading the master"; }
+mkdir -p "$T/replica"
+b1=$(rxb 1)
+bg 1 "$T/r.log" "$ER" --strict redis-server --bind 10.77.0.1 --port 6382 --save '' --appendonly no \
+	--protected-mode no --daemonize no --dir "$T/replica" --replicaof 10.77.0.2 6381
+rsrv=${PIDS[-1]}
+wait_port 1 6382
+RRC=(on 1 "$ER" --strict redis-cli -h 10.77.0.1 -p 6382)
+synced() { # synced N: the replica's link is up and it holds N keys (10 s)
+	for i in $(seq 100); do
+		[ "$("${RRC[@]}" info replication | tr -d '\r' | sed -n 's/^master_link_status://p')" = up ] &&
+			[ "$("${RRC[@]}" dbsize)" = "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+synced 20000 || { tail -5 "$T/r.log" "$T/m.log"; fail "the replica did not load the master's 20000 keys"; }
+echo "ok: a full resync over EMP loaded 20000 keys on the replica"
+at_least "EMP bytes into the replica's host (the RDB: 20000 keys, LZF-compressed values)" $(( $(rxb 1) - b1 )) 400000
+[ "$("${MC[@]}" SET live 42)" = OK ] || fail "SET on the master"
+for i in $(seq 50); do [ "$("${RRC[@]}" GET live)" = 42 ] && break; sleep 0.1; done
+[ "$("${RRC[@]}" GET live)" = 42 ] || fail "a later write did not reach the replica (the link after the resync child exited)"
+echo "ok: a write after the resync reached the replica"
+[ "$("${RRC[@]}" GET k12345)" = "v12345-0123456789abcdef0123456789abcdef" ] || fail "a value differs on the replica"
+"${RRC[@]}" replicaof no one > /dev/null && "${RRC[@]}" flushall > /dev/null
+"${RRC[@]}" replicaof 10.77.0.2 6381 > /dev/null
+synced 20001 || { tail -5 "$T/r.log" "$T/m.log"; fail "a second full resync failed"; }
+echo "ok: a second full resync (after the replica emptied itself) loaded all 20001 keys"
+kill "$rsrv" "$msrv"; wait "$rsrv" "$msrv" 2>/dev/null || true
+! grep -qiE 'emp:.*(fail|error)|strict mode' "$T/m.log" "$T/r.log" || { cat "$T/m.log" "$T/r.log"; fail "a shim complained"; }
