@@ -60,6 +60,11 @@ struct es_real {
 	int (*dup3)(int, int, int);
 	pid_t (*fork)(void);
 	int (*execve)(const char *, char *const[], char *const[]);
+	/* NULL where the C library has none (close_range, closefrom: glibc 2.34) */
+	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
+	int (*close_range)(unsigned, unsigned, int);
+	void (*closefrom)(int);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 };
 extern struct es_real es__real;
 #define R_(fn) (es__real.fn ? es__real.fn : (es__resolve(), es__real.fn))

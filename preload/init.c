@@ -36,7 +36,8 @@ void es__resolve(void)
 		RES(pselect); RES(epoll_create); RES(epoll_create1); RES(epoll_ctl);
 		RES(epoll_wait); RES(epoll_pwait); RES(fcntl); RES(ioctl); RES(setsockopt);
 		RES(getsockopt); RES(getsockname); RES(getpeername); RES(dup); RES(dup2);
-		RES(dup3); RES(fork); RES(execve);
+		RES(dup3); RES(fork); RES(execve); RES(splice); RES(close_range); RES(closefrom);
+		RES(sigaction);
 		atomic_store(&resolved, 1);
 	}
 	pthread_mutex_unlock(&resolve_lock);

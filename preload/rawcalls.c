@@ -10,7 +10,6 @@
  * call goes straight on. The library's own system calls do not come here
  * (driver/sys.h: libc's syscall() found with dlsym).
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <linux/close_range.h>
 #include <stdarg.h>
@@ -19,9 +18,6 @@
 
 #include "es.h"
 #include "sys.h"
-
-typedef int (*close_range_fn)(unsigned, unsigned, int);
-typedef void (*closefrom_fn)(int);
 
 /* our descriptors in [first, last] closed through close(): EMP connections
  * end as the application's close() would end them */
@@ -42,11 +38,8 @@ int close_range(unsigned first, unsigned last, int flags)
 		close_ours(first, last);
 		errno = e;
 	}
-	static close_range_fn f;
-	if (!f)
-		f = (close_range_fn)dlsym(RTLD_NEXT, "close_range");
-	if (f)
-		return f(first, last, flags);
+	if (R_(close_range))
+		return es__real.close_range(first, last, flags);
 	return (int)emp__syscall(SYS_close_range, first, last, flags);
 }
 
@@ -59,11 +52,8 @@ void closefrom(int lowfd)
 		close_ours((unsigned)lowfd, ~0u);
 		errno = e;
 	}
-	static closefrom_fn f;
-	if (!f)
-		f = (closefrom_fn)dlsym(RTLD_NEXT, "closefrom");
-	if (f)
-		f(lowfd);
+	if (R_(closefrom))
+		es__real.closefrom(lowfd);
 	else
 		emp__syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0);
 }

@@ -1,5 +1,4 @@
 /* sigcatch.c: sigaction(): a handler without SA_RESTART runs through a trampoline that counts it per thread, so a blocking EMP call learns that one ran while it copied, spun or slept (the kernel's call would have ended with EINTR). */
-#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -49,15 +48,16 @@ static struct sigaction pool[SIGCATCH_MAX];
 static atomic_int npool;
 static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
 static struct sigaction *_Atomic apps[NSIG];
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 
 static void tramp(int sig, siginfo_t *si, void *ctx)
 {
 	int e = errno;
 	struct sigaction cur;
 	/* counted only while the kernel's action still lacks SA_RESTART:
-	 * siginterrupt(sig, 0) sets it behind our back (glibc's own sigaction) */
-	if (!real_sigaction || real_sigaction(sig, NULL, &cur) != 0 || !(cur.sa_flags & SA_RESTART)) {
+	 * siginterrupt(sig, 0) sets it behind our back (glibc's own sigaction);
+	 * es__real, not R_: resolved before any trampoline was installed, and a
+	 * handler must not take the resolver's lock */
+	if (!es__real.sigaction || es__real.sigaction(sig, NULL, &cur) != 0 || !(cur.sa_flags & SA_RESTART)) {
 		es__tl_caught++;
 		struct es_kick *k = es__tl_kick;
 		if (k) {                 /* between its last look and its sleep: end the sleep */
@@ -124,29 +124,29 @@ static int is_tramp(const struct sigaction *a)
 	return (a->sa_flags & SA_SIGINFO) && a->sa_sigaction == tramp;
 }
 
+/* the trampoline, as a program that read it back (signal() returns it) may
+ * install it again */
+static int points_at_tramp(const struct sigaction *a)
+{
+	return (void *)a->sa_handler == (void *)tramp || (void *)a->sa_sigaction == (void *)tramp;
+}
+
 int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 {
-	if (!real_sigaction)
-		real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	int (*real)(int, const struct sigaction *, struct sigaction *) = R_(sigaction);
 	struct sigaction *prev = sig > 0 && sig < NSIG ? atomic_load(&apps[sig]) : NULL;
+	/* the record the trampoline dispatches to: the last one again when the
+	 * program installs the trampoline it read back, a new one for a handler
+	 * that would end a blocking call, none for anything else */
+	struct sigaction *rec = act && points_at_tramp(act) ? prev : catchable(sig, act) ? record(act) : NULL;
 	struct sigaction t;
-	if (act && prev && ((void *)act->sa_handler == (void *)tramp || (void *)act->sa_sigaction == (void *)tramp)) {
-		t = *act;                /* the trampoline read back (signal()) and installed again: */
-		t.sa_flags |= SA_SIGINFO;    /* it goes on dispatching to the last record */
-		t.sa_sigaction = tramp;
-		int r = real_sigaction(sig, &t, oact);
-		if (r == 0 && oact && is_tramp(oact))
-			*oact = *prev;
-		return r;
-	}
-	struct sigaction *rec = catchable(sig, act) ? record(act) : NULL;
 	if (rec) {
 		t = *act;
 		t.sa_flags |= SA_SIGINFO;
 		t.sa_sigaction = tramp;
 		atomic_store(&apps[sig], rec);   /* before the trampoline can run for it */
 	}
-	int r = real_sigaction(sig, rec ? &t : act, oact);
+	int r = real(sig, rec ? &t : act, oact);
 	if (r < 0) {
 		if (rec)
 			atomic_store(&apps[sig], prev);
@@ -155,10 +155,4 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 	if (oact && is_tramp(oact) && prev)
 		*oact = *prev;
 	return 0;
-}
-
-__attribute__((constructor)) static void sigcatch_init(void)
-{
-	if (!real_sigaction)
-		real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 }

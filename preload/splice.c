@@ -9,7 +9,6 @@
  * Both calls go through the shim's own recv/send/write/read, so a socket
  * still negotiating settles first and a FAILED one errors as usual.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +20,6 @@
 
 #define SPLICE_BUF 65536
 
-typedef ssize_t (*splice_fn)(int, loff_t *, int, loff_t *, size_t, unsigned int);
 
 static int ours(int fd)
 {
@@ -97,12 +95,9 @@ static ssize_t to_socket(int in, int out, size_t n, unsigned int flags)
 
 ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t n, unsigned int flags)
 {
-	static splice_fn real;
-	if (!real)
-		real = (splice_fn)dlsym(RTLD_NEXT, "splice");
 	int a = !es__tl_in && ours(in), b = !es__tl_in && ours(out);
 	if (!a && !b)
-		return real ? real(in, off_in, out, off_out, n, flags) : (errno = ENOSYS, -1);
+		return R_(splice) ? es__real.splice(in, off_in, out, off_out, n, flags) : (errno = ENOSYS, -1);
 	if ((a && off_in) || (b && off_out)) {
 		errno = ESPIPE;
 		return -1;
