@@ -46,21 +46,13 @@ static void *real(const char *name)
 }
 #define REAL(type, name) ((type)real(#name))
 
-static pid_t own_pid;              /* the process that loaded us (a vfork child differs) */
-static unsigned own_gen;
-__attribute__((constructor)) static void exec_init(void)
-{
-	own_pid = getpid();
-	own_gen = es__g.gen;
-}
-
 /* a connection of ours, as opposed to one of the parent's (fork) or one we
  * only share memory with (a vfork child runs on its parent's memory) */
 int es__exec_owned(struct es_sock *s)
 {
 	if (s->state != ES_EMP || !s->c || s->c->gen != es__g.gen)
 		return 0;
-	return es__g.gen != own_gen || getpid() == own_pid;
+	return !es__vfork_child();
 }
 
 /* what was written goes out and is acknowledged (or the connection ends) */
