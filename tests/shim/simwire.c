@@ -136,3 +136,26 @@ void sw_open_rt(struct sw *w, const struct emp_sim_faults *f, unsigned R, unsign
 	for (int i = 0; i < 2; i++)
 		w->s[i]->rcvtimeo_ns = w->s[i]->sndtimeo_ns = 2000000000;
 }
+
+int sw_run(struct harness *h, int (*done)(void *), void *arg, uint64_t max_ns)
+{
+	es__held_flush_old(0, 0);
+	return h_run(h, done, arg, max_ns);
+}
+
+void sw_settle(struct sw *w)
+{
+	sw_run(&w->h, NULL, NULL, 200000000);
+}
+
+int sw_reap_each_round(void *arg)
+{
+	(void)arg;
+	es__zombies_reap();
+	return 0;
+}
+
+void sw_settle_reaping(struct sw *w)
+{
+	sw_run(&w->h, sw_reap_each_round, NULL, 200000000);
+}

@@ -31,6 +31,15 @@ void sw_open(struct sw *w, const struct emp_sim_faults *f, unsigned R, unsigned 
 void sw_open_rt(struct sw *w, const struct emp_sim_faults *f, unsigned R, unsigned S);
 void sw_streams(struct sw *w, unsigned R, unsigned S, int nonblock);
 unsigned sw_evmask(struct sw *w, int i);
+/* drive both engines (the harness's h_run) after posting what the shim
+ * coalesced, as the thread's next wait would (hold.c) */
+int sw_run(struct harness *h, int (*done)(void *), void *arg, uint64_t max_ns);
+/* 200 ms of virtual time driven; _reaping: tearing down lingering
+ * connections after every round (before h_free, so a later close reaps
+ * nothing of a freed harness) */
+void sw_settle(struct sw *w);
+void sw_settle_reaping(struct sw *w);
+int sw_reap_each_round(void *arg);   /* sw_run's done: a reap pass, never done */
 /* byte off of the stream written by side dir */
 uint8_t sw_pat(uint64_t off, int dir);
 /* write sw_pat bytes from side i until EAGAIN (fails after 1 MiB); bytes taken */

@@ -14,8 +14,7 @@ static void wait_bytes(struct sw *w, size_t n)
 		ssize_t r = recv(w->fd[1], NULL, 1 << 30, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
 		if (r >= (ssize_t)n)
 			return;
-		es__held_flush_old(0, 0);
-		h_run(&w->h, NULL, NULL, 200000000);
+		sw_settle(w);
 	}
 	CHECK_MSG(0, "fewer than %zu bytes arrived", n);
 }
@@ -85,8 +84,7 @@ static void t_flags_outq(void)
 	CHECK(nsd >= 0 && nsd <= 3000);
 	wait_bytes(&w, 3000);
 	for (int i = 0; i < 200 && q; i++) {
-		es__held_flush_old(0, 0);
-		h_run(&w.h, NULL, NULL, 200000000);
+		sw_settle(&w);
 		CHECK(ioctl(w.fd[0], SIOCOUTQ, &q) == 0);
 	}
 	CHECK_EQ(q, 0);

@@ -29,8 +29,7 @@ static uint64_t sent_undeferred(struct sw *w)
 
 static int flush_run(struct sw *w)
 {
-	es__held_flush_old(0, 0);           /* the test's drive stands for the thread's next wait */
-	return h_run(&w->h, NULL, NULL, 200000000);
+	return sw_run(&w->h, NULL, NULL, 200000000);   /* the test's drive stands for the thread's next wait */
 }
 
 /* read exactly n bytes at side 1 (virtual time: the engines are driven between tries) */

@@ -45,10 +45,8 @@ static void expect(struct sw *w, const uint8_t *want, size_t n)
 		ssize_t r = read(w->fd[1], b + got, n - got);
 		if (r > 0)
 			got += (size_t)r;
-		else {
-			es__held_flush_old(0, 0);
-			h_run(&w->h, NULL, NULL, 200000000);
-		}
+		else
+			sw_settle(w);
 	}
 	CHECK_EQ(got, n);
 	CHECK(!memcmp(b, want, n));

@@ -164,18 +164,10 @@ static void t_sig_signal_roundtrip(void)
 
 /* close both ends and drive the wire until the lingering connections are
  * torn down (a later test's close must not reap into a freed harness) */
-static int reap_each_round(void *arg)
-{
-	(void)arg;
-	es__zombies_reap();
-	return 0;
-}
-
 static void sw_close(struct sw *w)
 {
 	CHECK(close(w->fd[0]) == 0 && close(w->fd[1]) == 0);
-	es__held_flush_old(0, 0);
-	h_run(&w->h, reap_each_round, NULL, 200000000);
+	sw_settle_reaping(w);
 	h_free(&w->h);
 }
 
@@ -223,7 +215,7 @@ static void t_sig_spin_eintr(void)
 	CHECK_EQ(write(w.fd[0], "z", 1), 1);
 	char c = 0;
 	for (int i = 0; i < 200 && read(w.fd[1], &c, 1) != 1; i++)
-		h_run(&w.h, NULL, NULL, 200000000);
+		sw_settle(&w);
 	CHECK_EQ(c, 'z');
 	sw_close(&w);
 }

@@ -71,14 +71,6 @@ static void flow_read(struct sw *w, struct flow *f)
 
 struct both { struct sw *w; struct flow *f; int n; };
 
-/* a test's drive of both engines stands for the thread's next wait: what
- * the shim coalesced (hold.c) is posted first, as a wait would */
-static int sw_run(struct harness *h, int (*done)(void *), void *arg, uint64_t max_ns)
-{
-	es__held_flush_old(0, 0);
-	return h_run(h, done, arg, max_ns);
-}
-
 /* driving stops when a reader or writer can move */
 static int can_move(void *arg)
 {
@@ -142,18 +134,6 @@ static void t_sim_bytes_both_ways(void)
 	CHECK_EQ(w.s[0]->c->forged + w.s[1]->c->forged, 0);
 }
 
-static void settle(struct sw *w) { sw_run(&w->h, NULL, NULL, 200000000); }   /* 200 ms virtual */
-
-/* drive the wire, tearing down lingering connections the moment they are
- * through (a reap pass after every round of the engines) */
-static int reap_each_round(void *arg)
-{
-	(void)arg;
-	es__zombies_reap();
-	return 0;
-}
-
-static void settle_reaping(struct sw *w) { sw_run(&w->h, reap_each_round, NULL, 200000000); }
 
 
 /* A reader that does not read stops the writer once its R buffers are full
@@ -167,7 +147,7 @@ static void t_sim_flow_control(void)
 	size_t wr = 0, rd = 0;
 	for (int round = 0; round < 20; round++) {
 		sw_write_all(&w, 0, &wr);
-		settle(&w);
+		sw_settle(&w);
 	}
 	/* each write went at once while credits lasted (4 messages of 700
 	 * bytes fill the peer's 4 receives), then W = 4 slots were filled */
@@ -181,18 +161,18 @@ static void t_sim_flow_control(void)
 	CHECK_EQ(h_ctr(&w.h, 1).drops[EMP_DROP_NO_RECV], 0);
 	/* part of the first message read: its buffer is not free, still blocked */
 	CHECK_EQ(sw_read_some(&w, 1, &rd, 300), 300);
-	settle(&w);
+	sw_settle(&w);
 	CHECK(!(sw_evmask(&w, 0) & POLLOUT));
 	CHECK_EQ(sw_write_all(&w, 0, &wr), 0);
 	/* the rest read: credits go back, the staged slots leave, room again */
 	CHECK_EQ(sw_read_some(&w, 1, &rd, 1u << 20), 4 * 700 - 300);
-	settle(&w);
+	sw_settle(&w);
 	CHECK(sw_evmask(&w, 0) & POLLOUT);
 	CHECK(sw_poll0(w.fd[0], POLLOUT) & POLLOUT);
 	CHECK(sw_write_all(&w, 0, &wr) > 0);
 	for (int round = 0; round < 50 && rd < wr; round++) {
 		sw_read_some(&w, 1, &rd, 1u << 20);
-		settle(&w);
+		sw_settle(&w);
 	}
 	CHECK_EQ(rd, wr);
 	CHECK_EQ(h_ctr(&w.h, 1).drops[EMP_DROP_NO_RECV], 0);
@@ -243,7 +223,7 @@ static void t_sim_close_unread(void)
 	size_t wr = 0, rd = 0;
 	for (int round = 0; round < 5; round++) {
 		sw_write_all(&w, 0, &wr);
-		settle(&w);
+		sw_settle(&w);
 	}
 	CHECK_EQ(sw_read_some(&w, 1, &rd, 100), 100);
 	int kfd0 = w.s[0]->kfd;
@@ -252,7 +232,7 @@ static void t_sim_close_unread(void)
 	CHECK_EQ(R_(recv)(kfd0, &c, 1, MSG_PEEK | MSG_DONTWAIT), -1);   /* the zombie holds its end */
 	CHECK_EQ(errno, EAGAIN);
 	CHECK_EQ(es__zombies_reap(), 1);
-	settle_reaping(&w);
+	sw_settle_reaping(&w);
 	CHECK(sw_evmask(&w, 0) & POLLIN);
 	CHECK_EQ(w.s[0]->c->err, 0);
 	CHECK_EQ(read(w.fd[0], &c, 1), 0);       /* the peer's FIN: it sent nothing */
@@ -262,7 +242,7 @@ static void t_sim_close_unread(void)
 	CHECK_EQ(es__zombies_reap(), 0);         /* the closed side is through */
 	CHECK_EQ(R_(recv)(kfd0, &c, 1, MSG_PEEK | MSG_DONTWAIT), 0);    /* its kernel socket gone */
 	CHECK(close(w.fd[0]) == 0);
-	settle_reaping(&w);
+	sw_settle_reaping(&w);
 	CHECK_EQ(es__zombies_reap(), 0);
 	for (int i = 0; i < 2; i++)
 		CHECK_EQ(h_ctr(&w.h, i).drops[EMP_DROP_NO_RECV], 0);
@@ -286,7 +266,7 @@ static void t_sim_raw_close(void)
 	errno = 0;
 	CHECK_EQ(syscall(SYS_close, f0), -1);     /* closed for the kernel too */
 	CHECK_EQ(errno, EBADF);
-	settle_reaping(&w);
+	sw_settle_reaping(&w);
 	char c[8];
 	CHECK_EQ(read(f1, c, sizeof c), 5);
 	CHECK(memcmp(c, "tail!", 5) == 0);
@@ -294,7 +274,7 @@ static void t_sim_raw_close(void)
 	CHECK_EQ(w.s[1]->c->err, 0);
 	CHECK_EQ(close_range((unsigned)f1, (unsigned)f1, 0), 0);
 	CHECK(es__fd_get(f1) == NULL);
-	settle_reaping(&w);
+	sw_settle_reaping(&w);
 	CHECK_EQ(es__zombies_reap(), 0);
 	/* syscall() passes every other call on: a pipe made and used through it */
 	int p[2];
@@ -331,14 +311,14 @@ static void t_sim_double_close(void)
 	char c[8];
 	CHECK_EQ(R_(recv)(b.s[0]->kfd, c, 1, MSG_PEEK | MSG_DONTWAIT), -1);   /* still open: no EBADF */
 	CHECK_EQ(errno, EAGAIN);
-	settle_reaping(&a);
+	sw_settle_reaping(&a);
 	CHECK_EQ(read(b.fd[1], c, sizeof c), 5);
 	CHECK(memcmp(c, "tail!", 5) == 0);
 	CHECK_EQ(read(b.fd[1], c, sizeof c), 0);      /* its FIN, not a reset */
 	CHECK_EQ(b.s[1]->c->err, 0);
 	CHECK_EQ(read(a.fd[1], c, sizeof c), 0);
 	CHECK(close(a.fd[1]) == 0 && close(b.fd[1]) == 0);
-	settle_reaping(&a);
+	sw_settle_reaping(&a);
 	CHECK_EQ(es__zombies_reap(), 0);
 	h_free(&a.h);
 }
@@ -385,7 +365,7 @@ static void t_sim_stale_close(void)
 	CHECK_EQ(s->refs, 1);
 	CHECK(es__sock(w.fd[0]) == s && !es__sock(d));
 	CHECK_EQ(write(w.fd[0], "still", 5), 5);
-	settle(&w);
+	sw_settle(&w);
 	char c[8];
 	CHECK_EQ(read(w.fd[1], c, sizeof c), 5);
 	CHECK(memcmp(c, "still", 5) == 0);
@@ -393,7 +373,7 @@ static void t_sim_stale_close(void)
 	CHECK(!(sw_evmask(&w, 1) & (POLLIN | POLLRDHUP)));   /* no FIN came */
 	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
 	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
-	settle_reaping(&w);
+	sw_settle_reaping(&w);
 	CHECK_EQ(es__zombies_reap(), 0);
 	h_free(&w.h);
 }
@@ -415,7 +395,7 @@ static void t_sim_readiness(void)
 	unsigned seq0 = atomic_load(&w.s[1]->seq);
 	CHECK_EQ(write(w.fd[0], "hello", 5), 5);
 	CHECK(!(sw_evmask(&w, 1) & POLLIN));        /* written, not yet arrived */
-	settle(&w);
+	sw_settle(&w);
 	CHECK(sw_evmask(&w, 1) & POLLIN);
 	CHECK(atomic_load(&w.s[1]->seq) != seq0);
 	CHECK(sw_poll0(w.fd[1], POLLIN) & POLLIN);
@@ -434,7 +414,7 @@ static void t_sim_readiness(void)
 	CHECK_EQ(errno, EAGAIN);
 	/* the peer's FIN: readable (EOF) and RDHUP */
 	CHECK(shutdown(w.fd[0], SHUT_WR) == 0);
-	settle(&w);
+	sw_settle(&w);
 	CHECK((sw_evmask(&w, 1) & (POLLIN | POLLRDHUP)) == (POLLIN | POLLRDHUP));
 	CHECK_EQ(epoll_wait(ep, out, 2, 0), 1);
 	CHECK(close(ep) == 0);
@@ -455,7 +435,7 @@ static void t_sim_epoll_edges(void)
 	CHECK(epoll_ctl(lt, EPOLL_CTL_ADD, w.fd[1], &ev) == 0);
 	for (int round = 0; round < 3; round++) {
 		CHECK_EQ(write(w.fd[0], "abc", 3), 3);
-		settle(&w);
+		sw_settle(&w);
 		CHECK_EQ(epoll_wait(et, out, 2, 0), 1);
 		CHECK(out[0].events & EPOLLIN);
 		CHECK_EQ(epoll_wait(et, out, 2, 0), 0);   /* no new edge */
@@ -502,7 +482,7 @@ static void t_sim_forged(void)
 	forge(&w, c->lid | CTRL_TAG, ctl, sizeof ctl);
 	forge(&w, c->lid | CTRL_TAG, ctl, 8);    /* short */
 	forge(&w, c->lid, fin, 3);               /* runt */
-	settle(&w);
+	sw_settle(&w);
 	CHECK_EQ(c->forged, 4);
 	CHECK(!c->rfin && !c->peer_closed && !c->err);
 	CHECK_EQ(c->credits, 4);                 /* no credits from a forger */
@@ -579,7 +559,7 @@ static void t_sim_random_io(void)
 			sw_run(&w.h, NULL, NULL, rnd(&x) % 200000);
 	}
 	for (int round = 0; round < 100 && (rd[0] < wr[1] || rd[1] < wr[0]); round++) {
-		settle(&w);
+		sw_settle(&w);
 		for (int side = 0; side < 2; side++)
 			sw_read_some(&w, side, &rd[side], 1u << 30);
 	}
@@ -638,12 +618,12 @@ static void t_sim_random_close(void)
 		for (int side = 0; side < 2; side++) {
 			if (!open_[side])
 				continue;
-			settle_reaping(&w);
+			sw_settle_reaping(&w);
 			struct es_conn *c = w.s[side]->c;
 			CHECK_MSG(!c->err || c->err_told, "seed %u: side %d error %d", seed, side, c->err);
 			CHECK(close(w.fd[side]) == 0);
 		}
-		sw_run(&w.h, reap_each_round, NULL, VT_MAX);
+		sw_run(&w.h, sw_reap_each_round, NULL, VT_MAX);
 		CHECK_MSG(es__zombies_reap() == 0, "seed %u: a closed connection still lingers", seed);
 		for (int i = 0; i < 2; i++)
 			CHECK_MSG(h_ctr(&w.h, i).drops[EMP_DROP_NO_RECV] == 0, "seed %u: a message met no receive", seed);
@@ -668,7 +648,7 @@ static void t_sim_faults_sweep(void)
 		run_flows(&w, f, 2);
 		CHECK(close(w.fd[0]) == 0);
 		CHECK(close(w.fd[1]) == 0);
-		settle_reaping(&w);
+		sw_settle_reaping(&w);
 		CHECK_MSG(es__zombies_reap() == 0, "seed %u: a closed connection still lingers", seed);
 		for (int i = 0; i < 2; i++)
 			CHECK_EQ(h_ctr(&w.h, i).drops[EMP_DROP_NO_RECV], 0);
@@ -692,7 +672,7 @@ static void t_sim_rings_reused(void)
 		run_flows(&w, f, 2);
 		CHECK(close(w.fd[0]) == 0);
 		CHECK(close(w.fd[1]) == 0);
-		settle_reaping(&w);
+		sw_settle_reaping(&w);
 		CHECK_EQ(es__zombies_reap(), 0);
 		if (round) {
 			CHECK_EQ(atomic_load(&es__bufstats.reused) - reused0, 4);
@@ -733,7 +713,7 @@ static void t_sim_epoll_spin_kernel(void)
 	CHECK_EQ(out[0].data.u32, 2);
 	CHECK(close(ep) == 0 && close(p[0]) == 0 && close(p[1]) == 0);
 	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
-	settle_reaping(&w);
+	sw_settle_reaping(&w);
 	h_free(&w.h);
 }
 
@@ -767,7 +747,7 @@ static void t_sim_poll_spin_kernel(void)
 	CHECK_MSG((looks >= 1 || skips >= 1) && looks <= 100, "%lu looks in a 20 ms spin (%lu crowded skips)", looks, skips);
 	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
 	CHECK(close(w.fd[0]) == 0 && close(w.fd[1]) == 0);
-	settle_reaping(&w);
+	sw_settle_reaping(&w);
 	h_free(&w.h);
 }
 
