@@ -171,7 +171,16 @@ void emp_set_hold_hook(emp_endpoint_t *ep, emp_hold_fn *fn, void *arg);
  * thread is inside, the progress thread leaves the device alone (it keeps the
  * timers). done() must cost no system call. Returns 1 when done() said so, 2
  * when sleep() returned > 0 (the caller's own fds are ready), 0 on timeout,
- * -EINTR when sleep() was interrupted, or another -errno from sleep(). */
+ * -EINTR when sleep() was interrupted, or another -errno from sleep().
+ *
+ * share_device: the caller's arm() makes every change of its condition wake
+ * its own fds (a completion for it, taken by another thread, writes them).
+ * Then its sleep holds emp_wait_fd() only when no other sleeping thread does
+ * (emp_wait_device() says which): frames wake one thread, which drives the
+ * engine for all, not every thread asleep (50 threads blocked in reads woke
+ * 50 times per frame). When the one that holds the device leaves while others
+ * sleep without it, the progress thread watches it until a thread does again.
+ * Ignored without a progress thread. */
 struct emp_waitfor {
 	int (*done)(void *arg);
 	void (*arm)(void *arg);                  /* optional */
@@ -179,8 +188,12 @@ struct emp_waitfor {
 	void (*disarm)(void *arg);               /* optional */
 	void *arg;
 	int64_t timeout_ns;                      /* < 0 forever, 0 one look (no sleep) */
+	int share_device;                        /* see above; 0: every sleep holds the device */
 };
 int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w);
+/* Inside sleep(): 1 when this sleep must hold emp_wait_fd() (and
+ * emp_wait_fd2()), 0 when another thread's sleep holds them. */
+int emp_wait_device(void);
 
 /* Transmit batching for the calling thread. While on, posts only queue for the
  * engine (no system call); they leave together at the next emp_wait_for or

@@ -42,9 +42,11 @@ struct emp_endpoint {
 	int dev_fd2;                     /* its second one (wait_fd2), or -1 */
 	/* who watches the device: threads in emp_wait_for (spinning, or asleep in
 	 * a kernel wait that holds dev_fd) drive the engine themselves; the
-	 * progress thread takes the ring over only when none has looked for a while */
+	 * progress thread takes the ring over only when none has looked for a
+	 * while, or when threads sleep and none of their sleeps holds dev_fd */
 	int spinners;                    /* threads spinning in emp_wait_for */
 	int dev_sleepers;                /* threads asleep in emp_wait_for */
+	int dev_watchers;                /* ... of them those whose sleep holds dev_fd (or gathers) */
 	int drivers;                     /* application threads inside a drive (drive.c) */
 	uint64_t last_exit_ns;           /* when a thread last left emp_wait_for */
 	uint64_t last_drive_ns;          /* when the engine was last driven */
@@ -106,6 +108,8 @@ int emp__drive_flush(struct emp_endpoint *ep);
 /* more threads runnable than CPUs plus one (wait.c): waiters do not spin */
 int emp__crowded(void);
 extern unsigned long emp__crowd_skips;   /* waits that did not spin: crowded (tests) */
+extern unsigned long emp__shared_sleeps;   /* sleeps that left the device to another sleeper (tests) */
+extern unsigned long emp__covers;          /* the progress thread called in: sleepers, none on the device (tests) */
 extern unsigned long emp__lock_waits;   /* waits that waited for the engine lock's holder after a sleep ended at once (tests) */
 /* emp_wait/emp_wait_any on emp_wait_for (wait.c): index of a done request or -ETIMEDOUT */
 int emp__wait_reqs(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t timeout_ns);
@@ -145,6 +149,8 @@ void emp__progress_stop(struct emp_endpoint *ep);
 void emp__progress_kick(struct emp_endpoint *ep);
 /* a thread left emp_wait_for: a progress thread in a long sleep shortens it */
 void emp__progress_exit_seen(struct emp_endpoint *ep);
+/* threads sleep and none of them holds the device fd: watch it now */
+void emp__progress_cover(struct emp_endpoint *ep);
 /* a thread looked at the device (left a wait, or drove once with emp_progress) */
 void emp__looked(struct emp_endpoint *ep, uint64_t now);
 

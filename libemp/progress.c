@@ -15,6 +15,9 @@
  *    EMP__TAKEOVER_NS (the application computes, or sleeps somewhere else). It
  *    drives on every frame, so acks and retransmissions continue, until a
  *    thread polls again (the first frame after that hands the device back).
+ *  - cover (device watched): threads sleep, but none of them holds the
+ *    device (waits that share it: emp_wait_for's share_device); the one that
+ *    did left and kicked this thread. Watched until a thread holds it again.
  *
  * The tick runs every millisecond while nobody looks or posts are held
  * back, and doubles up to 4 ms while threads come and go and one of them is
@@ -77,8 +80,16 @@ struct emp_progress {
 
 static int polling(struct emp_endpoint *ep)
 {
-	return __atomic_load_n(&ep->spinners, __ATOMIC_SEQ_CST) + __atomic_load_n(&ep->dev_sleepers, __ATOMIC_SEQ_CST) +
+	return __atomic_load_n(&ep->spinners, __ATOMIC_SEQ_CST) + __atomic_load_n(&ep->dev_watchers, __ATOMIC_SEQ_CST) +
 	       __atomic_load_n(&ep->drivers, __ATOMIC_SEQ_CST);
+}
+
+/* threads asleep and none of them holds the device (the one that did left,
+ * emp_wait_for's share_device): the device is ours until one does again,
+ * whenever the last look was */
+static int uncovered(struct emp_endpoint *ep)
+{
+	return __atomic_load_n(&ep->dev_sleepers, __ATOMIC_SEQ_CST) > 0 && !polling(ep);
 }
 
 static int others_look(struct emp_endpoint *ep, uint64_t now)
@@ -177,7 +188,7 @@ static void step(struct emp_progress *pg, int timer)
 {
 	struct emp_endpoint *ep = pg->ep;
 	uint64_t now = emp__now(ep);
-	watch(pg, !others_look(ep, now) && now >= pg->backoff_until);   /* nobody looks: frames wake us */
+	watch(pg, (uncovered(ep) || !others_look(ep, now)) && now >= pg->backoff_until);   /* nobody looks: frames wake us */
 	uint64_t d0 = __atomic_load_n(&ep->deferred_t0, __ATOMIC_RELAXED);
 	int old_defer = d0 && now - d0 >= EMP__DEFER_NS;
 	/* a thread that polls runs the engine's timers too (every drive does);
@@ -381,6 +392,17 @@ void emp__progress_exit_seen(struct emp_endpoint *ep)
 	struct emp_progress *pg = ep->prog;
 	if (pg && __atomic_load_n(&pg->deep, __ATOMIC_RELAXED) && __atomic_exchange_n(&pg->deep, 0, __ATOMIC_SEQ_CST))
 		ev_async_send(pg->loop, &pg->kick);
+}
+
+unsigned long emp__covers;
+
+void emp__progress_cover(struct emp_endpoint *ep)
+{
+	struct emp_progress *pg = __atomic_load_n(&ep->prog, __ATOMIC_ACQUIRE);
+	if (!pg)
+		return;
+	__atomic_add_fetch(&emp__covers, 1, __ATOMIC_RELAXED);
+	ev_async_send(pg->loop, &pg->kick);
 }
 
 /* The driver has frames its wait fd does not show: one drive soon, whoever

@@ -9,6 +9,10 @@
  * the device alone; it keeps the engine's timers, so a sleeper is not woken for
  * retransmission deadlines (unless there is no progress thread, or time is
  * virtual: then the sleep is bounded by the engine's next deadline).
+ * Threads whose waits end by a wake of their own (share_device: the shim's
+ * reads, writes, poll and select, emp_wait) leave the device to the first
+ * two of them that sleep: a frame wakes those, and whichever takes it wakes
+ * its owner, instead of every sleeping thread waking for every frame.
  *
  * The budget follows the waits this thread sees: a wait that ended soon after
  * the spin gave up (within 8 x spin_us) says the peer answers at that pace, so
@@ -268,17 +272,78 @@ static uint64_t gather_for(struct emp_endpoint *ep, uint64_t end)
 	return b > 0 ? (uint64_t)b : 0;
 }
 
+unsigned long emp__shared_sleeps;   /* sleeps that left the device to another thread (tests) */
+
+/* ---- who holds the device in a sleep ---- */
+
+/* Sleeps that may share the device hold it while fewer than this many do:
+ * a frame wakes at most two of them, and the progress thread is called in
+ * only when both have left while others sleep (with one, two threads in
+ * turn handed the device to it about once a request: more wake-ups than the
+ * two-thread herd it saved) */
+#define EMP__DEV_HOLDERS 2
+
+static __thread int tl_sleep_dev = 1;
+
+int emp_wait_device(void)
+{
+	return tl_sleep_dev;
+}
+
+/* A sleep that held the device (or a gathering nap, which the progress
+ * thread also leaves alone) is over: the last one calls the progress thread
+ * in if threads still sleep without it. */
+static void watch_end(struct emp_endpoint *ep)
+{
+	if (__atomic_sub_fetch(&ep->dev_watchers, 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&ep->dev_sleepers, __ATOMIC_SEQ_CST) > 0)
+		emp__progress_cover(ep);
+}
+
+/* A sleep begins: it holds the device unless it may share it and
+ * EMP__DEV_HOLDERS sleeps hold it already. The sleeper is counted before the
+ * look at the watchers, and a watcher that leaves stops counting itself
+ * before it looks at the sleepers (watch_end): of a sleeper
+ * that finds the device held and a watcher leaving, at least one sees the
+ * other, so the device is never left unwatched with a thread asleep. */
+static int sleep_begin(struct emp_endpoint *ep, const struct emp_waitfor *w)
+{
+	__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+	int hold = 1;
+	if (w->share_device && ep->prog && !ep->clock) {
+		int n = __atomic_load_n(&ep->dev_watchers, __ATOMIC_SEQ_CST);
+		hold = 0;
+		while (n < EMP__DEV_HOLDERS && !hold)
+			hold = __atomic_compare_exchange_n(&ep->dev_watchers, &n, n + 1, 0, __ATOMIC_SEQ_CST,
+							   __ATOMIC_SEQ_CST);
+		if (!hold)
+			__atomic_add_fetch(&emp__shared_sleeps, 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_add_fetch(&ep->dev_watchers, 1, __ATOMIC_SEQ_CST);
+	}
+	tl_sleep_dev = hold;
+	return hold;
+}
+
+static void sleep_end(struct emp_endpoint *ep, int hold)
+{
+	__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+	tl_sleep_dev = 1;
+	if (hold)
+		watch_end(ep);
+}
+
 /* The gathering sleep: the acks go first (the sender's window slides on),
  * the thread counts as asleep on the device (the progress thread stays off
  * it), nothing wakes it early. A signal ends it early; it is not reported as
  * EINTR (it could as well have come just before the sleep). */
 static int gather(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t ns, uint64_t end)
 {
-	__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&ep->dev_watchers, 1, __ATOMIC_SEQ_CST);
 	emp__drive_flush(ep);
 	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
 	emp__syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
-	__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+	watch_end(ep);
 	emp__drive_nap(ep);
 	if (w->done(w->arg))
 		return 1;
@@ -286,7 +351,6 @@ static int gather(struct emp_endpoint *ep, const struct emp_waitfor *w, uint64_t
 }
 
 unsigned long emp__lock_waits;   /* waits that waited for the engine's holder (tests) */
-
 int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 {
 	if (!ep || !w || !w->done || (!w->sleep && w->timeout_ns))
@@ -328,7 +392,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 			continue;
 		}
 		uint64_t slept = UINT64_MAX;
-		__atomic_add_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+		int hold = sleep_begin(ep, w);
 		if (w->arm)
 			w->arm(w->arg);
 		/* after arming: nothing slips between look and sleep. A frame
@@ -352,7 +416,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		}
 		if (w->disarm)
 			w->disarm(w->arg);
-		__atomic_sub_fetch(&ep->dev_sleepers, 1, __ATOMIC_SEQ_CST);
+		sleep_end(ep, hold);
 		if (rc == 1)
 			break;
 		int busy;
@@ -466,8 +530,10 @@ static void rw_disarm(void *arg)
 static int rw_sleep(void *arg, int64_t ns)
 {
 	struct reqwait *a = arg;
-	struct pollfd p[3] = { { a->ep->dev_fd, POLLIN, 0 }, { a->w.efd, POLLIN, 0 }, { a->ep->dev_fd2, POLLIN, 0 } };
-	if (emp__sys_ppoll(p, a->ep->dev_fd2 >= 0 ? 3 : 2, ns, NULL) < 0 && errno == EINTR)
+	int dev = emp_wait_device();
+	struct pollfd p[3] = { { dev ? a->ep->dev_fd : -1, POLLIN, 0 }, { a->w.efd, POLLIN, 0 },
+			       { dev ? a->ep->dev_fd2 : -1, POLLIN, 0 } };
+	if (emp__sys_ppoll(p, dev && a->ep->dev_fd2 >= 0 ? 3 : 2, ns, NULL) < 0 && errno == EINTR)
 		return 0;                        /* emp_wait does not fail with EINTR */
 	if (p[1].revents)
 		a->woken = 1;
@@ -483,7 +549,7 @@ static int wait_many(struct emp_endpoint *ep, emp_req_t **reqs, int n, int64_t t
 {
 	struct reqwait a = { ep, reqs, n, 0, { -1, NULL } };
 	struct emp_waitfor w = { .done = rw_done, .arm = rw_arm, .sleep = rw_sleep, .disarm = rw_disarm,
-				 .arg = &a, .timeout_ns = timeout_ns };
+				 .arg = &a, .timeout_ns = timeout_ns, .share_device = 1 };
 	emp_wait_for(ep, &w);
 	int got = first_done(reqs, n);
 	return got >= 0 ? got : -ETIMEDOUT;

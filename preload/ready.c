@@ -350,7 +350,7 @@ static void fw_disarm(void *arg)
 static int fw_sleep(void *arg, int64_t ns)
 {
 	struct fdwait *a = arg;
-	int use_dev = a->p[a->n].fd >= 0 && !a->dev_err;
+	int use_dev = a->p[a->n].fd >= 0 && !a->dev_err && emp_wait_device();   /* another sleeper may hold it */
 	if (a->dev_err && (ns < 0 || ns > 100000000))
 		ns = 100000000;          /* the device failed: look at it again in 100 ms */
 	a->dev_err = 0;
@@ -418,8 +418,10 @@ static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout
 	p[n + 1].fd = emp_wait_fd2(ep);    /* -1: none (fw_sleep leaves it out) */
 	p[n + 1].events = POLLIN;
 	p[n + 1].revents = 0;
+	/* done() is the wake (or a kernel fd): whichever thread takes a frame
+	 * that matters here hits it, so the device may be another sleeper's */
 	struct emp_waitfor w = { .done = fw_done, .arm = fw_arm, .sleep = fw_sleep, .disarm = fw_disarm,
-				 .arg = &a, .timeout_ns = timeout_ns };
+				 .arg = &a, .timeout_ns = timeout_ns, .share_device = 1 };
 	int r = emp_wait_for(ep, &w);
 	if (a.intr)
 		return -EINTR;

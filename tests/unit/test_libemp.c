@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include "runner.h"
 #include "harness.h"
 #include "../../libemp/internal.h"
@@ -77,6 +78,137 @@ static void t_progress_thread(void)
 	CHECK_EQ(st.result, (long long)sizeof(src));
 	CHECK(h_check(dst, sizeof(dst), 9));
 	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
+	pair_close(&p);
+}
+
+/* ---- sleeps that share the device (emp_wait_for's share_device) ---- */
+
+struct sharer {
+	emp_endpoint_t *ep;
+	emp_req_t *r;
+	int efd;
+	int held;                  /* a sleep of it held the device */
+	int slept;                 /* sleeps */
+	int rc;
+	char buf[3000];
+};
+
+static int sh_done(void *arg)
+{
+	struct sharer *t = arg;
+	return __atomic_load_n(&t->r->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+
+static int sh_sleep(void *arg, int64_t ns)
+{
+	struct sharer *t = arg;
+	int dev = emp_wait_device();
+	struct pollfd p[2] = { { t->efd, POLLIN, 0 }, { dev ? emp_wait_fd(t->ep) : -1, POLLIN, 0 } };
+	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+	__atomic_store_n(&t->held, t->held | dev, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&t->slept, 1, __ATOMIC_RELAXED);
+	ppoll(p, 2, ns < 0 ? NULL : &ts, NULL);
+	uint64_t v;
+	if (p[0].revents && read(t->efd, &v, sizeof v) < 0)
+		v = 0;
+	return 0;
+}
+
+static void *sh_thread(void *arg)
+{
+	struct sharer *t = arg;
+	struct emp_waitfor w = { .done = sh_done, .sleep = sh_sleep, .arg = t, .timeout_ns = 5000000000ll,
+				 .share_device = 1 };
+	t->rc = emp_wait_for(t->ep, &w);
+	return NULL;
+}
+
+/* the targeted wake: the completion hook writes the owner's eventfd, as the
+ * sockets shim's does (whichever thread took the frame) */
+static void sh_hook(void *arg, emp_req_t *const *reqs, int n)
+{
+	(void)arg;
+	uint64_t one = 1;
+	for (int i = 0; i < n; i++) {
+		struct sharer *t = emp_req_user(reqs[i]);
+		if (t && write(t->efd, &one, sizeof one) < 0)
+			continue;
+	}
+}
+
+static int sh_until(int *v, int want, int ms)
+{
+	for (int i = 0; i < ms && __atomic_load_n(v, __ATOMIC_SEQ_CST) != want; i++)
+		usleep(1000);
+	return __atomic_load_n(v, __ATOMIC_SEQ_CST) == want;
+}
+
+/* Four threads asleep for messages of their own: the first two hold the
+ * device, the other two sleep on their own fds only (one frame wakes at most
+ * two threads, not all); when both holders have had theirs and left, the
+ * progress thread is called in and watches the device for the two still
+ * asleep, whose messages arrive (with the sleepers counted as watching, as
+ * before, they stayed asleep until their 5 s timeout). */
+static void t_wait_share_device(void)
+{
+	struct pair p;
+	pair_open(&p, 1);
+	emp_endpoint_t *ep = p.ep[1];
+	ep->spin_ns = 0;           /* straight to sleep */
+	ep->gather_ns = 0;
+	emp_set_completion_hook(ep, sh_hook, NULL);
+	static struct sharer t[4];
+	pthread_t th[4];
+	unsigned long sh0 = __atomic_load_n(&emp__shared_sleeps, __ATOMIC_RELAXED);
+	for (int i = 0; i < 4; i++) {
+		memset(&t[i], 0, sizeof t[i]);
+		t[i].ep = ep;
+		t[i].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		CHECK(t[i].efd >= 0);
+		struct iovec v = { t[i].buf, sizeof t[i].buf };
+		CHECK_EQ(emp_post_recv(ep, A(0), 40 + (uint32_t)i, &v, 1, &t[i].r), 0);
+		emp_req_set_user(t[i].r, &t[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		CHECK(pthread_create(&th[i], NULL, sh_thread, &t[i]) == 0);
+		CHECK_MSG(sh_until(&ep->dev_sleepers, i + 1, 2000), "thread %d not asleep (%d sleepers)", i,
+			  __atomic_load_n(&ep->dev_sleepers, __ATOMIC_SEQ_CST));
+	}
+	CHECK_EQ(__atomic_load_n(&ep->dev_watchers, __ATOMIC_SEQ_CST), 2);
+	CHECK(t[0].held && t[1].held && !t[2].held && !t[3].held);
+	CHECK(__atomic_load_n(&emp__shared_sleeps, __ATOMIC_RELAXED) - sh0 >= 2);
+	char src[4][3000];
+	emp_req_t *s[4];
+	struct emp_status st;
+	unsigned long cv0 = __atomic_load_n(&emp__covers, __ATOMIC_RELAXED);
+	for (int i = 0; i < 4; i++) {
+		h_fill(src[i], sizeof src[i], 50 + i);
+		struct iovec v = { src[i], sizeof src[i] };
+		CHECK_EQ(emp_post_send(p.ep[0], A(1), 40 + (uint32_t)i, &v, 1, &s[i]), 0);
+		CHECK_MSG(emp_wait(p.ep[0], s[i], &st, 2000000000ll) == 1,
+			  "message %d not taken in 2 s: nobody watched the receiver's device", i);
+		if (i == 1) {
+			/* both holders have theirs: gone, the others still asleep */
+			pthread_join(th[0], NULL);
+			pthread_join(th[1], NULL);
+			CHECK(sh_until(&ep->dev_sleepers, 2, 2000));
+			CHECK_EQ(__atomic_load_n(&ep->dev_watchers, __ATOMIC_SEQ_CST), 0);
+			CHECK_MSG(__atomic_load_n(&emp__covers, __ATOMIC_RELAXED) > cv0,
+				  "the last holder left two sleepers without calling the progress thread in");
+			usleep(50000);
+		}
+	}
+	for (int i = 2; i < 4; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 4; i++) {
+		CHECK_MSG(t[i].rc == 1, "thread %d: emp_wait_for %d (its message did not come)", i, t[i].rc);
+		CHECK_EQ(emp_test(ep, t[i].r, &st), 1);
+		CHECK_EQ(st.result, (long long)sizeof src[i]);
+		CHECK(h_check(t[i].buf, sizeof t[i].buf, 50 + i));
+		close(t[i].efd);
+	}
+	CHECK_EQ(__atomic_load_n(&ep->dev_sleepers, __ATOMIC_SEQ_CST), 0);
+	CHECK_EQ(__atomic_load_n(&ep->dev_watchers, __ATOMIC_SEQ_CST), 0);
 	pair_close(&p);
 }
 
@@ -642,6 +774,7 @@ static const struct emp_test tests[] = {
 	{ "libemp_wait_for_holder", t_wait_for_holder, 20 },
 	{ "libemp_progress_thread", t_progress_thread, 20 },
 	{ "libemp_progress_engine_held", t_progress_engine_held, 20 },
+	{ "libemp_wait_share_device", t_wait_share_device, 20 },
 	{ "libemp_counters_line", t_counters_line, 20 },
 	{ "libemp_wait_timeout_cancel", t_wait_timeout, 20 },
 	{ "libemp_wait_any_hook", t_wait_any_and_hook, 20 },
