@@ -128,6 +128,7 @@ struct es_wake {
 struct es_waiter {               /* a wake on one socket's list (s->lock) */
 	struct es_wake *wk;
 	struct es_waiter *next, *prev;
+	unsigned want;                   /* 0: every change; else readiness bits: only when one is set (poll) */
 };
 
 struct es_epreg;
@@ -202,6 +203,7 @@ struct es_sock {
 static inline void es__waiter_add(struct es_sock *s, struct es_waiter *w, struct es_wake *wk)
 {
 	w->wk = wk;
+	w->want = 0;
 	w->prev = NULL;
 	w->next = s->waiters;
 	if (s->waiters)
@@ -448,6 +450,7 @@ void es__on_completions(void *arg, emp_req_t *const *reqs, int n);
 /* a teardown waits until no hook can still hold its connection */
 void es__hooks_quiesce(void);
 void es__wake(struct es_wake *wk);
+extern unsigned long es__wake_writes;   /* wakes that wrote a sleeper's eventfd (tests) */
 /* ready to wait again: hit cleared, efd drained if it was written */
 void es__wake_reset(struct es_wake *wk);
 /* the liveness set: the kernel sockets of EMP connections (EOF/RST = the

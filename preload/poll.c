@@ -89,6 +89,10 @@ static void pc_arm(struct pcall *pc)
 		if (pc->ss[i]) {
 			es__sock_lock(pc->ss[i]);
 			es__waiter_add(pc->ss[i], &pc->w[i], &pc->wk);
+			/* woken when what it asks for is ready (emp_ready's look),
+			 * not by every change (a send's completion, for a poll
+			 * that waits for the reply: a wake and a sleep again) */
+			pc->w[i].want = (unsigned short)pc->fds[i].events | POLLERR | POLLHUP;
 			es__sock_unlock(pc->ss[i]);
 		} else {
 			pc->map[pc->nk] = (int)i;

@@ -48,12 +48,15 @@ unsigned es__events(struct es_sock *s)
 	}
 }
 
+unsigned long es__wake_writes;
+
 void es__wake(struct es_wake *wk)
 {
 	if (atomic_exchange(&wk->hit, 1))
 		return;                      /* already woken, not yet looked */
 	if (atomic_load(&wk->asleep)) {
 		uint64_t one = 1;
+		__atomic_add_fetch(&es__wake_writes, 1, __ATOMIC_RELAXED);
 		atomic_store(&wk->written, 1);
 		R_(write)(wk->efd, &one, 8);
 	}
@@ -81,7 +84,8 @@ void es__sock_update(struct es_sock *s, int edge)
 		return;
 	}
 	for (struct es_waiter *w = s->waiters; w; w = w->next)
-		es__wake(w->wk);
+		if (!w->want || (ev & w->want))
+			es__wake(w->wk);   /* a poll that wants none of these would only sleep again */
 	if (s->epregs)
 		es__ep_ready(s, ev, edge);
 }

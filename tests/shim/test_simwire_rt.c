@@ -4,10 +4,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "simwire.h"
+#include "../../libemp/internal.h"
 
 struct rt_flow { struct sw *w; int from; size_t total, done; int eof; };
 
@@ -259,7 +262,73 @@ static void t_simrt_direct(void)
 	CHECK_EQ(off, 500000);
 }
 
+struct rt_poll { int fd, rc; short revents; };
+
+static void *rt_poller(void *arg)
+{
+	struct rt_poll *p = arg;
+	struct pollfd f = { p->fd, POLLIN, 0 };
+	p->rc = poll(&f, 1, 3000);
+	p->revents = f.revents;
+	return NULL;
+}
+
+/* A thread asleep in poll for POLLIN is not woken by what it did not ask
+ * for: the completion of a write on the same socket (its ack came back) only
+ * made it look and sleep again, a wake-up per request for a client thread
+ * that writes a request and polls for the reply (memcslap); the reply wakes
+ * it. The poller sleeps without the device here (two holders are counted
+ * for it, as when other threads sleep first), and this thread drives side
+ * 0's engine: only the poller's eventfd can end its sleep. */
+static void t_simrt_poll_wants(void)
+{
+	struct sw w;
+	struct emp_sim_faults fa = { .seed = 5, .delay_ns = 2000 };
+	sw_open_rt(&w, &fa, 8, 16384);
+	emp_endpoint_t *ep = w.h.ep[0];
+	__atomic_add_fetch(&ep->dev_watchers, 2, __ATOMIC_SEQ_CST);
+	struct rt_poll p = { w.fd[0], -9, 0 };
+	pthread_t t;
+	unsigned long sh0 = __atomic_load_n(&emp__shared_sleeps, __ATOMIC_RELAXED);
+	CHECK(pthread_create(&t, NULL, rt_poller, &p) == 0);
+	for (int i = 0; i < 1000 && __atomic_load_n(&emp__shared_sleeps, __ATOMIC_RELAXED) == sh0; i++)
+		usleep(1000);
+	CHECK_MSG(__atomic_load_n(&emp__shared_sleeps, __ATOMIC_RELAXED) > sh0, "the poller never slept");
+	unsigned long w0 = __atomic_load_n(&es__wake_writes, __ATOMIC_RELAXED);
+	uint8_t b[100];
+	for (size_t k = 0; k < sizeof b; k++)
+		b[k] = sw_pat(k, 0);
+	CHECK_EQ(write(w.fd[0], b, sizeof b), (ssize_t)sizeof b);
+	int q = -1;
+	for (int i = 0; i < 1000 && !(ioctl(w.fd[0], SIOCOUTQ, &q) == 0 && q == 0); i++) {
+		emp_progress(ep);
+		usleep(1000);
+	}
+	CHECK_MSG(q == 0, "the write was not acknowledged in 1 s (%d bytes out)", q);
+	CHECK_EQ(__atomic_load_n(&p.rc, __ATOMIC_SEQ_CST), -9);   /* still asleep */
+	CHECK_MSG(__atomic_load_n(&es__wake_writes, __ATOMIC_RELAXED) == w0,
+		  "the write's completion woke the thread polling for POLLIN (%lu wakes)",
+		  __atomic_load_n(&es__wake_writes, __ATOMIC_RELAXED) - w0);
+	size_t off = 0;
+	CHECK_EQ(sw_read_some(&w, 1, &off, sizeof b), sizeof b);
+	for (size_t k = 0; k < sizeof b; k++)
+		b[k] = sw_pat(k, 1);
+	CHECK_EQ(write(w.fd[1], b, sizeof b), (ssize_t)sizeof b);
+	for (int i = 0; i < 1000 && __atomic_load_n(&p.rc, __ATOMIC_SEQ_CST) == -9; i++) {
+		emp_progress(ep);
+		usleep(1000);
+	}
+	pthread_join(t, NULL);
+	CHECK_EQ(p.rc, 1);
+	CHECK(p.revents & POLLIN);
+	CHECK(__atomic_load_n(&es__wake_writes, __ATOMIC_RELAXED) > w0);   /* the reply's wake ended it */
+	__atomic_sub_fetch(&ep->dev_watchers, 2, __ATOMIC_SEQ_CST);
+	off = 0;
+	CHECK_EQ(sw_read_some(&w, 0, &off, sizeof b), sizeof b);
+}
+
 static const struct emp_test tests[] = {
+	{ "shim_simrt_poll_wants", t_simrt_poll_wants, 20 },
 	{ "shim_simrt_direct", t_simrt_direct, 60 },
 	{ "shim_simrt_peer_died", t_simrt_peer_died, 20 },
 	{ "shim_simrt_blocking", t_simrt_blocking, 30 },
