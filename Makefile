@@ -121,7 +121,7 @@ $(B)/lib/libempsock-asan.so: $(PRE_SRC) $(CORE_SRC) $(HDRS) $(PRE_HDRS) preload/
 	$(CC) $(CPPFLAGS) -Ipreload -O1 -g -fPIC -pthread -fsanitize=address -fno-omit-frame-pointer -shared \
 		-Wl,--version-script=preload/exports.map $(PRE_SRC) $(CORE_SRC) -o $@ $(LDLIBS)
 
-$(B)/bin/emp-run: preload/emp-run.c $(CONF_SRC) conf/conf.h driver/sys.c driver/sys.h
+$(B)/bin/emp-run: preload/emp-run.c preload/elfkind.h $(CONF_SRC) conf/conf.h driver/sys.c driver/sys.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) preload/emp-run.c $(CONF_SRC) driver/sys.c -o $@ -ldl
 

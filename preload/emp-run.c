@@ -19,7 +19,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <elf.h>
+#include <fcntl.h>
+
 #include "conf.h"
+#include "elfkind.h"
 
 static void usage(int rc)
 {
@@ -119,6 +123,68 @@ static int pass_net_raw(const char *prog, char *resolved, size_t len, int debug)
 	if (debug)
 		fprintf(stderr, "emp-run: %s gets CAP_NET_RAW (ambient) for EMP's raw frames\n", resolved);
 	return 0;
+}
+
+/* ---- programs the library cannot reach ---- */
+
+enum { PROG_OK, PROG_STATIC, PROG_GO };
+
+/* What the loader and the program will make of the preload: PROG_STATIC (a
+ * static ELF: no interpreter, so no preload), PROG_GO (a Go program: its
+ * socket calls bypass libc), else PROG_OK (also anything not a 64-bit ELF:
+ * a script's interpreter is looked at by the shim when it starts). */
+static int prog_kind(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return PROG_OK;
+	Elf64_Ehdr eh;
+	int kind = PROG_OK, interp = 0, go = 0;
+	if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 256 ||
+	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)) {
+		close(fd);
+		return PROG_OK;
+	}
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph)
+			break;
+		if (ph.p_type == PT_INTERP)
+			interp = 1;
+		if (ph.p_type == PT_NOTE && ph.p_filesz && ph.p_filesz <= 65536 && !go) {
+			unsigned char *n = malloc(ph.p_filesz);
+			if (n && pread(fd, n, ph.p_filesz, (off_t)ph.p_offset) == (ssize_t)ph.p_filesz)
+				go = es__notes_have_go(n, ph.p_filesz);
+			free(n);
+		}
+	}
+	close(fd);
+	if (go)
+		kind = PROG_GO;
+	else if (!interp)
+		kind = PROG_STATIC;    /* static, static-pie: nothing runs the loader */
+	return kind;
+}
+
+/* 1: refused (--strict), -1: go on, a warning printed (EMP cannot reach it), 0: go on */
+static int check_reach(const char *prog)
+{
+	char path[PATH_MAX];
+	if (resolve(prog, path, sizeof path) < 0)
+		return 0;              /* execvp reports it */
+	int k = prog_kind(path);
+	if (k == PROG_OK)
+		return 0;
+	const char *s = getenv("EMP_STRICT");
+	int strict = s && *s && strcmp(s, "0");
+	fprintf(stderr, "emp-run: %s %s, so none of its connections can use EMP: they stay on kernel TCP%s\n",
+		path, k == PROG_GO ? "is a Go program (Go makes its socket calls without libc, past the EMP library)"
+				   : "is statically linked (the loader preloads nothing into it)",
+		strict ? "" : "; preloaded clients that connect to it wait 500 ms each for an EMP offer that never comes");
+	if (strict)
+		fprintf(stderr, "emp-run: --strict: not starting it\n");
+	return strict ? 1 : -1;
 }
 
 /* ---- what this machine has: interfaces (name, MAC, flags) and IPv4 addresses ---- */
@@ -449,6 +515,14 @@ int main(int argc, char **argv)
 		}
 	}
 
+	int told = check_reach(argv[i]);
+	if (told > 0)
+		return 1;
+	if (told < 0) {
+		char me[24];
+		snprintf(me, sizeof me, "%d", (int)getpid());
+		setenv("EMP_RUN_PID", me, 1);   /* the shim in the program exec'd next: told already */
+	}
 	if (set_preload() < 0)
 		return 127;
 	char resolved[PATH_MAX];

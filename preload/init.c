@@ -1,5 +1,7 @@
 /* init.c: real-function resolution (dlsym RTLD_NEXT), re-entrancy guard, settings, the EMP endpoint, the exit hook (fork: fork.c). */
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -9,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elfkind.h"
 #include "es.h"
 
 struct es_real es__real;
@@ -205,9 +208,46 @@ static void at_exit(void)
 		dump_counters();
 }
 
+/* the main program's image (the first object dl_iterate_phdr names) has
+ * Go's build-ID note */
+static int main_is_go(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_NOTE &&
+		    es__notes_have_go((const unsigned char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr),
+				      info->dlpi_phdr[i].p_memsz)) {
+			*(int *)arg = 1;
+			break;
+		}
+	return 1;                    /* the main program only */
+}
+
+/* A Go program makes its socket calls past libc, so none of its
+ * connections can be ours (emp-run says so before it starts one; a program
+ * started another way, from a script under emp-run, is told here). In
+ * strict mode it does not run: its connections to the cluster's peers would
+ * go over kernel TCP, which strict mode promises never happens. */
+static void check_reach(void)
+{
+	int go = 0;
+	dl_iterate_phdr(main_is_go, &go);
+	if (!go)
+		return;
+	const char *s = secure_getenv("EMP_STRICT"), *er = getenv("EMP_RUN_PID");
+	int strict = s && *s && strcmp(s, "0");
+	if (!strict && er && atoi(er) == (int)getpid())
+		return;              /* emp-run looked at this program and said so */
+	es__log("this is a Go program (it makes its socket calls without libc, past this library): "
+		"none of its connections can use EMP%s", strict ? "; strict mode: exiting" : "");
+	if (strict)
+		_exit(1);
+}
+
 __attribute__((constructor)) static void es_init(void)
 {
 	es__g.pid = getpid();
 	es__resolve();
+	check_reach();
 	atexit(at_exit);
 }
