@@ -127,6 +127,9 @@ int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, 
 int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max);
 void emp__afp_ring_rx_release(struct afp *a, unsigned n);
 int emp__afp_filtered_socket(const struct afp *a, int bulk);
+/* a new AF_PACKET socket (SOCK_RAW, protocol 0, high fd), or one kept before
+ * the process gave up root (afp_spare.c); -1 with errno */
+int emp__afp_socket(void);
 
 #define AFP_BPF_MAX 16
 int emp__afp_bulk_wanted(const struct afp *a, const char *ifname);

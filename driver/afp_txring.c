@@ -87,7 +87,7 @@ int emp__afp_txring_open(struct afp *a)
 	struct tpacket_req req = { .tp_block_size = block, .tp_block_nr = nb,
 				   .tp_frame_size = fsz, .tp_frame_nr = nb * per };
 	int ver = TPACKET_V2, one = 1, rc;
-	int fd = emp__sys_fd_high(emp__sys_socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	int fd = emp__afp_socket();
 	if (fd < 0)
 		return -errno;
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = a->ifindex };

@@ -138,7 +138,7 @@ int emp__afp_filtered_socket(const struct afp *a, int bulk)
 	struct sock_filter code[AFP_BPF_MAX];
 	unsigned ncode = emp__afp_bulk_filter(a, bulk, code);
 	struct sock_fprog prog = { (unsigned short)ncode, code };
-	int one = 1, fd = emp__sys_socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int one = 1, fd = emp__afp_socket();
 	if (fd < 0)
 		return -errno;
 	/* before the ring, frames wait in the socket queue: room for a burst */
@@ -295,7 +295,7 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 	a->kick_arg = p->kick_arg;
 	/* the send socket first: the interface ioctls go to it (closing a spare
 	 * AF_PACKET socket would cost a grace period) */
-	a->txfd = emp__sys_fd_high(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	a->txfd = emp__afp_socket();
 	if (a->txfd < 0) {
 		rc = -errno;
 		if (rc == -EPERM || rc == -EACCES)

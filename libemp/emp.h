@@ -59,6 +59,13 @@ struct emp_status {
 
 /* 0 or -errno; on failure emp_last_error() says why in one line. */
 int emp_open(emp_endpoint_t **ep, const struct emp_open_opts *opts);
+/* A process about to give up root (setuid to another user) while it may
+ * still open an endpoint later calls this first: it keeps n (at most 8)
+ * raw sockets, made now while it may, for the AF_PACKET backend to take
+ * when its own socket() is refused after the drop. Returns how many are
+ * kept, or -errno when none could be made. A forked child does not inherit
+ * them. */
+int emp_keep_raw_sockets(int n);
 void emp_close(emp_endpoint_t *ep);
 const char *emp_last_error(void);
 

@@ -65,6 +65,10 @@ struct es_real {
 	int (*close_range)(unsigned, unsigned, int);
 	void (*closefrom)(int);
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	int (*setuid)(uid_t);
+	int (*setreuid)(uid_t, uid_t);
+	int (*setresuid)(uid_t, uid_t, uid_t);
+	int (*seteuid)(uid_t);
 };
 extern struct es_real es__real;
 #define R_(fn) (es__real.fn ? es__real.fn : (es__resolve(), es__real.fn))

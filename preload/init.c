@@ -40,7 +40,7 @@ void es__resolve(void)
 		RES(epoll_wait); RES(epoll_pwait); RES(fcntl); RES(ioctl); RES(setsockopt);
 		RES(getsockopt); RES(getsockname); RES(getpeername); RES(dup); RES(dup2);
 		RES(dup3); RES(fork); RES(execve); RES(splice); RES(close_range); RES(closefrom);
-		RES(sigaction);
+		RES(sigaction); RES(setuid); RES(setreuid); RES(setresuid); RES(seteuid);
 		atomic_store(&resolved, 1);
 	}
 	pthread_mutex_unlock(&resolve_lock);
