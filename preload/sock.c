@@ -402,8 +402,30 @@ static int tcp_shaping(int level, int name)
 	return level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK || name == TCP_QUICKACK);
 }
 
+/* TCP_DEFER_ACCEPT (Apache's default `AcceptFilter http data`, nginx's
+ * `listen ... deferred`, HAProxy's `defer-accept`) makes the kernel hold a
+ * connection back from accept() until the client sends a byte on it. A
+ * client under emp-run sends none there: it waits for the server's OFFER
+ * first, which the server sends only once it has accepted, so every EMP
+ * client gave up after its 500 ms wait (refused under --strict). Where EMP
+ * may be used it is not given to the kernel (a listener is the kernel's
+ * alone: getsockopt then reports 0). */
+static int defer_accept_kept(int fd, int level, int name, const void *v, socklen_t len)
+{
+	if (level != IPPROTO_TCP || name != TCP_DEFER_ACCEPT || es__tl_in || !v || len < sizeof(int) ||
+	    !*(const int *)v || !es__conf())
+		return 0;
+	static atomic_int told;
+	if (!atomic_exchange(&told, 1))
+		es__dbg("fd %d: TCP_DEFER_ACCEPT not set (an EMP client's first bytes go over EMP, after the "
+			"server's offer: accept() would hold its connection back until it gave up)", fd);
+	return 1;
+}
+
 static int setsockopt_held(int fd, int level, int name, const void *v, socklen_t len)
 {
+	if (defer_accept_kept(fd, level, name, v, len))
+		return 0;
 	struct es_sock *s0 = es__tl_in ? NULL : es__sock(fd);
 	if (s0 && s0->state == ES_EMP && tcp_shaping(level, name) && v && len >= sizeof(int)) {
 		int on = !!*(const int *)v;
