@@ -48,3 +48,12 @@ sock_exit() {
 	return "$rc"
 }
 trap sock_exit EXIT
+# nginx_http_common DIR: the lines of an nginx http block every test config shares (no access
+# log, sendfile, a default type, the temporary paths under DIR/tmp)
+nginx_http_common() {
+	printf '\taccess_log off;\n\tsendfile on;\n\tdefault_type application/octet-stream;\n'
+	local k
+	for k in client_body:body proxy:proxy fastcgi:fcgi uwsgi:uwsgi scgi:scgi; do
+		printf '\t%s_temp_path %s/tmp/%s;\n' "${k%%:*}" "$1" "${k#*:}"
+	done
+}

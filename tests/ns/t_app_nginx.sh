@@ -19,16 +19,9 @@ pid $T/nginx.pid;
 error_log $T/error.log warn;
 events { worker_connections 1024; }
 http {
-	access_log off;
-	sendfile on;
+$(nginx_http_common "$T")
 	tcp_nopush on;
 	keepalive_requests 100000;
-	default_type application/octet-stream;
-	client_body_temp_path $T/tmp/body;
-	proxy_temp_path $T/tmp/proxy;
-	fastcgi_temp_path $T/tmp/fcgi;
-	uwsgi_temp_path $T/tmp/uwsgi;
-	scgi_temp_path $T/tmp/scgi;
 	server {
 		listen 10.77.0.2:8081;
 		root $W;

@@ -19,14 +19,7 @@ pid $T/nginx.pid;
 error_log $T/error.log warn;
 events { worker_connections 1024; }
 http {
-	access_log off;
-	sendfile on;
-	default_type application/octet-stream;
-	client_body_temp_path $T/tmp/body;
-	proxy_temp_path $T/tmp/proxy;
-	fastcgi_temp_path $T/tmp/fcgi;
-	uwsgi_temp_path $T/tmp/uwsgi;
-	scgi_temp_path $T/tmp/scgi;
+$(nginx_http_common "$T")
 	server {
 		listen 10.77.0.2:8085 deferred;
 		root $W;
