@@ -203,8 +203,14 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 			pc.dl = es__now_ns();
 	}
 	es__wake_reset(&pc.wk);
-	if (ret > 0)
-		es__defer_on();   /* an event loop: its replies leave together at its next wait */
+	/* an event loop: its replies leave together at its next wait. Not a
+	 * thread that polls one descriptor: it waits for that connection with a
+	 * timeout (Apache's workers, sockets with a timeout in Python, libcurl),
+	 * and may next block somewhere the shim does not see (Apache's worker
+	 * hands the connection back and sleeps on a condition variable): its
+	 * reply then waited for the progress thread's tick, up to 4 ms */
+	if (ret > 0 && n > 1)
+		es__defer_on();
 out:
 	free(pc.t); free(pc.map); free(pc.w); free(pc.ss);
 	return ret;
