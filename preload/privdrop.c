@@ -21,7 +21,9 @@
 
 static void before_drop(int to_root)
 {
-	if (to_root || geteuid() != 0 || es__tl_in || !es__conf())
+	/* a vfork child shares the parent's memory, the stash included, but not
+	 * its descriptors: it keeps nothing (it is about to exec) */
+	if (to_root || geteuid() != 0 || es__tl_in || !es__conf() || es__vfork_child())
 		return;
 	es__tl_in++;
 	int n = emp_keep_raw_sockets(KEEP);
