@@ -61,14 +61,19 @@ unsigned sw_evmask(struct sw *w, int i) { return atomic_load(&w->s[i]->evmask); 
 
 uint8_t sw_pat(uint64_t off, int dir) { return (uint8_t)(((off + 1) * 2654435761u) >> 11) ^ (uint8_t)(dir * 0x5a); }
 
+void sw_fill(void *b, size_t n, uint64_t off, int dir)
+{
+	for (size_t k = 0; k < n; k++)
+		((uint8_t *)b)[k] = sw_pat(off + k, dir);
+}
+
 /* write from side i until the shim says EAGAIN; bytes taken */
 size_t sw_write_all(struct sw *w, int i, size_t *off)
 {
 	uint8_t b[700];
 	size_t n = 0;
 	for (;;) {
-		for (size_t k = 0; k < sizeof b; k++)
-			b[k] = sw_pat(*off + k, i);
+		sw_fill(b, sizeof b, *off, i);
 		ssize_t r = write(w->fd[i], b, sizeof b);
 		if (r < 0) {
 			CHECK_MSG(errno == EAGAIN, "write: %s", strerror(errno));

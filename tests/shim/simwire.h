@@ -42,6 +42,8 @@ void sw_settle_reaping(struct sw *w);
 int sw_reap_each_round(void *arg);   /* sw_run's done: a reap pass, never done */
 /* byte off of the stream written by side dir */
 uint8_t sw_pat(uint64_t off, int dir);
+/* b[0..n) = the bytes at off.. of the stream written by side dir */
+void sw_fill(void *b, size_t n, uint64_t off, int dir);
 /* write sw_pat bytes from side i until EAGAIN (fails after 1 MiB); bytes taken */
 size_t sw_write_all(struct sw *w, int i, size_t *off);
 /* read up to max bytes at side i, each checked; stops at EAGAIN; bytes read */

@@ -28,8 +28,7 @@ static void t_flags_trunc(void)
 	struct sw w;
 	sw_open(&w, NULL, 8, 4096);
 	uint8_t out[6000], in[6000];
-	for (size_t k = 0; k < sizeof out; k++)
-		out[k] = sw_pat(k, 0);
+	sw_fill(out, sizeof out, 0, 0);
 	CHECK_EQ(write(w.fd[0], out, 3000), 3000);
 	CHECK_EQ(write(w.fd[0], out + 3000, 3000), 3000);
 	wait_bytes(&w, 6000);
@@ -75,8 +74,7 @@ static void t_flags_outq(void)
 	struct sw w;
 	sw_open(&w, NULL, 8, 4096);
 	uint8_t out[3000];
-	for (size_t k = 0; k < sizeof out; k++)
-		out[k] = sw_pat(k, 0);
+	sw_fill(out, sizeof out, 0, 0);
 	CHECK_EQ(write(w.fd[0], out, sizeof out), 3000);
 	int q = -1, nsd = -1;
 	CHECK(ioctl(w.fd[0], SIOCOUTQ, &q) == 0 && ioctl(w.fd[0], SIOCOUTQNSD, &nsd) == 0);

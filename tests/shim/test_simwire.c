@@ -34,8 +34,7 @@ static void flow_write(struct sw *w, struct flow *f)
 	uint8_t b[3000];
 	while (f->wr < f->total) {
 		size_t n = f->total - f->wr < sizeof b ? f->total - f->wr : sizeof b;
-		for (size_t i = 0; i < n; i++)
-			b[i] = sw_pat(f->wr + i, f->from);
+		sw_fill(b, n, f->wr, f->from);
 		ssize_t r = write(w->fd[f->from], b, n);
 		if (r < 0) {
 			CHECK_MSG(errno == EAGAIN, "write: %s", strerror(errno));
@@ -530,8 +529,7 @@ static void t_sim_random_io(void)
 		size_t len = rnd(&x) % (rnd(&x) & 1 ? 200 : 20001);
 		int n = 1 + (int)(rnd(&x) % 8);
 		if (op == 0) {                   /* writev */
-			for (size_t k = 0; k < len; k++)
-				b[k] = sw_pat(wr[side] + k, side);
+			sw_fill(b, len, wr[side], side);
 			ssize_t r = writev(w.fd[side], iov, split(&x, b, len, iov, n));
 			CHECK_MSG(r >= 0 || errno == EAGAIN, "writev: %s", strerror(errno));
 			if (r > 0)
@@ -590,13 +588,11 @@ static void t_sim_random_close(void)
 				continue;
 			if (op <= 1) {
 				uint8_t b[1000];
-				for (size_t k = 0; k < sizeof b; k++)
-					b[k] = sw_pat(wr[side] + k, side);
+				sw_fill(b, sizeof b, wr[side], side);
 				ssize_t r;
 				while ((r = send(w.fd[side], b, sizeof b, MSG_NOSIGNAL)) > 0) {
 					wr[side] += (size_t)r;
-					for (size_t k = 0; k < sizeof b; k++)
-						b[k] = sw_pat(wr[side] + k, side);
+					sw_fill(b, sizeof b, wr[side], side);
 				}
 				CHECK_MSG(errno == EAGAIN || errno == EPIPE, "seed %u: send: %s", seed, strerror(errno));
 			} else if (op <= 3) {

@@ -20,8 +20,7 @@ static void *rt_writer(void *arg)
 	uint8_t b[65536];
 	while (f->done < f->total) {
 		size_t n = f->total - f->done < sizeof b ? f->total - f->done : sizeof b;
-		for (size_t k = 0; k < n; k++)
-			b[k] = sw_pat(f->done + k, f->from);
+		sw_fill(b, n, f->done, f->from);
 		ssize_t r = write(f->w->fd[f->from], b, n);
 		CHECK_MSG(r > 0, "blocking write: %zd %s", r, strerror(errno));
 		f->done += (size_t)r;
@@ -93,8 +92,7 @@ static void *rt_reader_later(void *arg)
 static void t_simrt_linger(void)
 {
 	uint8_t b[20000];
-	for (size_t k = 0; k < sizeof b; k++)
-		b[k] = sw_pat(k, 0);
+	sw_fill(b, sizeof b, 0, 0);
 	for (int reads = 1; reads >= 0; reads--) {
 		struct sw w;
 		sw_open_rt(&w, NULL, 4, 4096);
@@ -130,8 +128,7 @@ static void t_simrt_peer_died(void)
 	struct sw w;
 	sw_open_rt(&w, NULL, 4, 4096);
 	uint8_t b[3000];
-	for (size_t k = 0; k < sizeof b; k++)
-		b[k] = sw_pat(k, 0);
+	sw_fill(b, sizeof b, 0, 0);
 	CHECK_EQ(write(w.fd[0], b, sizeof b), 3000);
 	CHECK(sw_poll(w.fd[1], POLLIN, 2000) & POLLIN);
 	CHECK_EQ(sw_poll0(w.fd[1], POLLRDHUP), 0);   /* alive */
@@ -156,8 +153,7 @@ static void *d_writer(void *arg)
 	static uint8_t b[16384];
 	for (size_t done = 0; done < f->total;) {
 		size_t n = f->total - done < sizeof b ? f->total - done : sizeof b;
-		for (size_t k = 0; k < n; k++)
-			b[k] = sw_pat(done + k, 0);
+		sw_fill(b, n, done, 0);
 		ssize_t r = write(f->w->fd[0], b, n);
 		CHECK_MSG(r > 0, "blocking write: %zd %s", r, strerror(errno));
 		done += (size_t)r;
@@ -221,8 +217,7 @@ static void t_simrt_direct(void)
 	struct timeval tv = { 0, 50000 };
 	CHECK(setsockopt(w.fd[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
 	uint8_t b[16384];
-	for (size_t k = 0; k < sizeof b; k++)
-		b[k] = sw_pat(k, 0);
+	sw_fill(b, sizeof b, 0, 0);
 	CHECK_EQ(write(w.fd[0], b, sizeof b), (ssize_t)sizeof b);
 	size_t off = 0;
 	CHECK_EQ(d_read(&w, &off, 0), 16384);
@@ -296,8 +291,7 @@ static void t_simrt_poll_wants(void)
 	CHECK_MSG(__atomic_load_n(&emp__shared_sleeps, __ATOMIC_RELAXED) > sh0, "the poller never slept");
 	unsigned long w0 = __atomic_load_n(&es__wake_writes, __ATOMIC_RELAXED);
 	uint8_t b[100];
-	for (size_t k = 0; k < sizeof b; k++)
-		b[k] = sw_pat(k, 0);
+	sw_fill(b, sizeof b, 0, 0);
 	CHECK_EQ(write(w.fd[0], b, sizeof b), (ssize_t)sizeof b);
 	int q = -1;
 	for (int i = 0; i < 1000 && !(ioctl(w.fd[0], SIOCOUTQ, &q) == 0 && q == 0); i++) {
@@ -311,8 +305,7 @@ static void t_simrt_poll_wants(void)
 		  __atomic_load_n(&es__wake_writes, __ATOMIC_RELAXED) - w0);
 	size_t off = 0;
 	CHECK_EQ(sw_read_some(&w, 1, &off, sizeof b), sizeof b);
-	for (size_t k = 0; k < sizeof b; k++)
-		b[k] = sw_pat(k, 1);
+	sw_fill(b, sizeof b, 0, 1);
 	CHECK_EQ(write(w.fd[1], b, sizeof b), (ssize_t)sizeof b);
 	for (int i = 0; i < 1000 && __atomic_load_n(&p.rc, __ATOMIC_SEQ_CST) == -9; i++) {
 		emp_progress(ep);
@@ -365,8 +358,7 @@ static void t_simrt_poll_one_nodefer(void)
 		CHECK(pthread_create(&t, NULL, rt_one_server, &o) == 0);
 		usleep(20000);
 		uint8_t b[10], r[10];
-		for (size_t k = 0; k < sizeof b; k++)
-			b[k] = sw_pat(k + 10 * (size_t)nfds, 1);
+		sw_fill(b, sizeof b, 10 * (size_t)nfds, 1);
 		CHECK_EQ(write(w.fd[1], b, sizeof b), (ssize_t)sizeof b);
 		pthread_join(t, NULL);
 		CHECK_EQ(o.rc, 1);
