@@ -94,6 +94,13 @@ static unsigned env_u(const char *name, unsigned def, unsigned lo, unsigned hi)
 	return x < lo ? lo : x > hi ? hi : (unsigned)x;
 }
 
+/* EMP_STRICT set and not "0" */
+static int strict_env(void)
+{
+	const char *s = secure_getenv("EMP_STRICT");
+	return s && *s && strcmp(s, "0");
+}
+
 /* Loads the config on first use; 1 when EMP may be used at all. */
 int es__conf(void)
 {
@@ -103,8 +110,7 @@ int es__conf(void)
 	pthread_mutex_lock(&es__g.lock);
 	if (!es__g.conf_loaded) {
 		char err[256];
-		const char *s = secure_getenv("EMP_STRICT");
-		es__g.strict = s && *s && strcmp(s, "0");
+		es__g.strict = strict_env();
 		es__g.debug = env_u("EMP_SOCK_DEBUG", 0, 0, 9);
 		es__g.neg_ms = env_u("EMP_NEG_TIMEOUT_MS", 500, 5, 60000);
 		es__g.neg_known_ms = env_u("EMP_NEG_TIMEOUT_KNOWN_MS", 5000, 5, 600000);
@@ -234,8 +240,8 @@ static void check_reach(void)
 	dl_iterate_phdr(main_is_go, &go);
 	if (!go)
 		return;
-	const char *s = secure_getenv("EMP_STRICT"), *er = getenv("EMP_RUN_PID");
-	int strict = s && *s && strcmp(s, "0");
+	const char *er = getenv("EMP_RUN_PID");
+	int strict = strict_env();   /* the config is not loaded here: start-up stays cheap */
 	if (!strict && er && atoi(er) == (int)getpid())
 		return;              /* emp-run looked at this program and said so */
 	es__log("this is a Go program (it makes its socket calls without libc, past this library): "

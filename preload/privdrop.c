@@ -32,6 +32,12 @@ static void before_drop(int to_root)
 		n > 0 ? "" : " (none could be made)");
 }
 
+/* an effective uid argument of the set*uid family: -1 keeps the current one */
+static int euid_root(uid_t e)
+{
+	return e == (uid_t)-1 ? geteuid() == 0 : e == 0;
+}
+
 int setuid(uid_t uid)
 {
 	before_drop(uid == 0);
@@ -40,13 +46,13 @@ int setuid(uid_t uid)
 
 int setreuid(uid_t r, uid_t e)
 {
-	before_drop(e == (uid_t)-1 ? geteuid() == 0 : e == 0);
+	before_drop(euid_root(e));
 	return R_(setreuid)(r, e);
 }
 
 int setresuid(uid_t r, uid_t e, uid_t s)
 {
-	before_drop(e == (uid_t)-1 ? geteuid() == 0 : e == 0);
+	before_drop(euid_root(e));
 	return R_(setresuid)(r, e, s);
 }
 
