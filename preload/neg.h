@@ -59,6 +59,7 @@ struct es_negstats {
 	atomic_uint plain;        /* accepted connections without the EMP mark (kernel at once) */
 	atomic_uint early;        /* client: first writes sent right behind our HELLO */
 	atomic_uint replayed;     /* client: ... of which the server refused EMP: sent again on kernel TCP */
+	atomic_uint gone;         /* server: clients that ended the connection before answering the OFFER */
 };
 extern struct es_negstats es__negstats;
 void es__neg_count_forged(struct es_sock *s, const char *why);
@@ -76,8 +77,12 @@ int es__neg_self_and_peer(const struct sockaddr_in *local, const struct sockaddr
 /* s's change count (its connection's HELLO moves it): read before looking */
 unsigned es__neg_seq(struct es_sock *s);
 /* wait until udp is readable, s's connection changed since seq0 (es__neg_seq
- * before the caller looked), or until (ns); drives the engine */
-int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0);
+ * before the caller looked), the peer ended the kernel connection
+ * (watch_peer), or until (ns); drives the engine. NEG_LOOK: read the side
+ * channel; NEG_PEER_GONE: the peer's FIN or reset is in */
+#define NEG_LOOK 1
+#define NEG_PEER_GONE 2
+int es__neg_wait(struct es_sock *s, int udp, int watch_peer, int64_t until, int want_engine, unsigned seq0);
 /* decisions; they return the socket's state, ES_CAND when s was freed (kernel TCP) */
 int es__neg_finish_emp(struct es_sock *s);
 int es__neg_fallback(struct es_sock *s, const char *why);

@@ -522,7 +522,7 @@ int es__negc_settle(struct es_sock *s)
 		}
 		if (emp || why)
 			break;
-		look = es__neg_wait(s, s->udp, until, s->ng.st == NG_ACCEPTED, seq0);
+		look = es__neg_wait(s, s->udp, 0, until, s->ng.st == NG_ACCEPTED, seq0) & NEG_LOOK;
 	}
 	es__neg_close_udp(s);   /* from here on a late OFFER meets ICMP */
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);

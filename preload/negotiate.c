@@ -186,13 +186,15 @@ unsigned es__neg_seq(struct es_sock *s)
 }
 
 /* Until the connection changes (its sequence moves past seq0: a HELLO
- * processed by whichever thread drove the engine), a datagram on udp, or
+ * processed by whichever thread drove the engine), a datagram on udp, the
+ * kernel connection ended at the peer (watch_peer: its FIN, a reset), or
  * until. want_engine: this thread drives the engine meanwhile (libemp's
  * wait: a spin, then one ppoll on the side channel, our eventfd and the
- * device). 0 when the wait ended on a change of the connection and did not
- * see the side channel readable (it need not be read now: a datagram there
- * ends the next wait at once), else 1. */
-int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, unsigned seq0)
+ * device). NEG_LOOK unless the wait ended on a change of the connection and
+ * did not see the side channel readable (it need not be read now: a
+ * datagram there ends the next wait at once); NEG_PEER_GONE with it when
+ * the peer ended the kernel connection. */
+int es__neg_wait(struct es_sock *s, int udp, int watch_peer, int64_t until, int want_engine, unsigned seq0)
 {
 	/* waiting for a side-channel message alone (a client before its
 	 * OFFER): the wait spins too, looking at the side channel now and then
@@ -202,7 +204,7 @@ int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, uns
 	int64_t now = es__now_ns();
 	int look = 1;
 	if (now >= until)
-		return 1;
+		return NEG_LOOK;
 	/* else no look at udp: the HELLO right behind the ACCEPT ends the spin */
 	struct es_wake wk = { .efd = es__tl_efd(), .look_fds = look_udp };
 	struct es_waiter w;
@@ -210,12 +212,17 @@ int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, uns
 	es__waiter_add(s, &w, &wk);
 	int seen = atomic_load(&s->seq) != seq0;
 	es__sock_unlock(s);
+	int gone = 0;
 	if (!seen) {
-		struct pollfd p[4];   /* room for the device's two (es__wait_fds) */
-		int np = 0;
+		struct pollfd p[5];   /* room for the device's two (es__wait_fds) */
+		int np = 0, pi = -1;
 		p[np++] = (struct pollfd){ wk.efd, POLLIN, 0 };
 		if (udp >= 0)
 			p[np++] = (struct pollfd){ udp, POLLIN, 0 };
+		if (watch_peer && s->kfd >= 0) {
+			pi = np;
+			p[np++] = (struct pollfd){ s->kfd, POLLRDHUP, 0 };
+		}
 		if (ep) {
 			es__wait_fds(&wk, p, np, until - now, NULL);
 		} else {
@@ -224,6 +231,7 @@ int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, uns
 			R_(ppoll)(p, (nfds_t)np, &ts, NULL);
 		}
 		look = udp < 0 || p[1].revents || es__now_ns() >= until;
+		gone = pi >= 0 && (p[pi].revents & (POLLRDHUP | POLLHUP | POLLERR));
 	}
 	es__sock_lock(s);
 	es__waiter_del(s, &w);
@@ -231,7 +239,7 @@ int es__neg_wait(struct es_sock *s, int udp, int64_t until, int want_engine, uns
 		look = 1;                /* not a change of ours: look at everything */
 	es__sock_unlock(s);
 	es__wake_reset(&wk);
-	return look;
+	return (look ? NEG_LOOK : 0) | (gone ? NEG_PEER_GONE : 0);
 }
 
 /* The negotiation is over without EMP: out of the responder, no buffers, no

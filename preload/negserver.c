@@ -179,6 +179,7 @@ int es__negs_settle(struct es_sock *s)
 	if (t1 > s->ng.sv.dl)
 		s->ng.sv.dl = t1;
 	int look = 1;   /* read the side channel (es__neg_wait says when it need not) */
+	int gone = 0;   /* the client's FIN or reset came before its ACCEPT */
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
 		int64_t now = es__now_ns();
@@ -198,6 +199,19 @@ int es__negs_settle(struct es_sock *s)
 		int res = look || !s->ng.sv.accepted ? sv_read(s, ep, host, &acc, &refused) : 0;
 		if (res)
 			return res;
+		/* A client that ended the connection without answering will not
+		 * (its process exited, or it closed the socket before its OFFER
+		 * came: wrk at the end of a run, a port scan); nor will one that
+		 * went on without EMP and is done. Waiting out the bound held a
+		 * single-threaded server 250-500 ms per such connection, and the
+		 * live ones queued behind them timed out (a node server after
+		 * one `wrk -c 50` run with new connections served none over EMP
+		 * for seconds). The side channel was read after the FIN was seen:
+		 * an ACCEPT sent before it is in. */
+		if (gone && !s->ng.sv.accepted) {
+			atomic_fetch_add(&es__negstats.gone, 1);
+			return es__neg_fallback(s, "the client ended the connection before answering the EMP offer");
+		}
 		/* an OFFER sent within the grace (the last one that went) met a
 		 * client not bound yet: again soon */
 		if (refused && s->ng.sv.sent >= s->ng.sv.icmp_grace)
@@ -229,6 +243,8 @@ int es__negs_settle(struct es_sock *s)
 			return es__neg_fallback(s, "client did not answer the EMP offer");
 		}
 		int64_t until = s->ng.sv.accepted ? dl : (s->ng.sv.next < dl ? s->ng.sv.next : dl);
-		look = es__neg_wait(s, udp, until, 1, seq0);
+		int w = es__neg_wait(s, udp, !s->ng.sv.accepted, until, 1, seq0);
+		look = w & NEG_LOOK;
+		gone = (w & NEG_PEER_GONE) != 0;
 	}
 }

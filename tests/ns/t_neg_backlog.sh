@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_neg_backlog: connections the kernel delays before the server can offer EMP. (1) A preloaded server's listener gets an accept queue of at least EMP_LISTEN_MIN_BACKLOG (1024) where the program asks for 1, so a burst of 12 fresh client processes against a server that is not accepting yet overflows nothing (with the program's own backlog the kernel counts overflows: dropped SYNs and handshake ACKs, each a second's delay) and every one echoes intact over EMP under --strict. (2) A client whose first SYN is lost (an nft rule drops it; the kernel sends it again after 1 s) still gets EMP under --strict with the default 500 ms bound, blocking and non-blocking connect: the bound counts from the handshake's end, not from connect().
+# t_neg_backlog: connections the kernel delays before the server can offer EMP. (1) A preloaded server's listener gets an accept queue of at least EMP_LISTEN_MIN_BACKLOG (1024) where the program asks for 1, so a burst of 12 fresh client processes against a server that is not accepting yet overflows nothing (with the program's own backlog the kernel counts overflows: dropped SYNs and handshake ACKs, each a second's delay) and every one echoes intact over EMP under --strict. (2) A client whose first SYN is lost (an nft rule drops it; the kernel sends it again after 1 s) still gets EMP under --strict with the default 500 ms bound, blocking and non-blocking connect: the bound counts from the handshake's end, not from connect(). (3) Clients that ended their connections while they waited in a single-threaded server's accept queue (a process that connected 16 sockets and exited, as wrk does at the end of a run) cost the server no wait: it sees their FIN while it waits for their ACCEPT and moves on, so a live --strict client queued behind them still gets EMP within its bound (before, each cost 250-500 ms, 4-8 s in all, and the live client fell back or, strict, failed).
 # timeout: 90
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -81,3 +81,33 @@ at_least "SYNs dropped" "$(syn_dropped)" 2
 expect "the non-blocking client waited out its lost SYN" awk '{ exit !($4 + 0 >= 900) }' "$T/syn2.log"
 at_least "EMP frames into the server" $(( $(emp_rx 2) - f0 )) 4
 expect "the server kept both connections on EMP" bash -c "! grep -q 'strict mode' '$T/server7342.log'"
+
+# (3) clients gone before the server offers. The epoll server is stopped while
+# a process connects 16 sockets and exits (their handshakes done by the kernel,
+# then their FINs), and while a live --strict client connects behind them; the
+# server, continued, meets the 16 first. Its wait for each one's ACCEPT ends on
+# the FIN; before, it waited out its bound (250-500 ms each), and the live
+# client's 2 s bound passed long before the server reached it.
+bg 2 "$T/server7344.log" "$ER" --strict "$CONNT" server 7344
+wait_port 2 7344
+spid=$(pgrep -f "connt server 7344" | head -1)
+[ -n "$spid" ] || fail "no connt server for port 7344"
+kill -STOP "$spid"
+on 1 "$ER" --strict python3 "$NB" gone 10.77.0.2 7344 16 > "$T/gone.log" 2>&1 || { cat "$T/gone.log"; kill -CONT "$spid"; fail "the leaving client could not connect"; }
+on 1 env EMP_NEG_TIMEOUT_MS=2000 "$ER" --strict "$CONNT" client 10.77.0.2 7344 1 4000 > "$T/live.log" 2>&1 &
+live=$!
+for i in $(seq 100); do
+	[ "$(queued 7344)" -ge 17 ] && break
+	sleep 0.02
+done
+q=$(queued 7344)
+f0=$(emp_rx 2)
+kill -CONT "$spid"
+lrc=0; wait "$live" || lrc=$?
+echo "leaving client: $(cat "$T/gone.log"); $q connections queued; live client (rc $lrc): $(cat "$T/live.log")"
+at_least "connections in the stopped server's accept queue (16 ended, 1 live)" "$q" 17
+expect "the live --strict client behind 16 ended connections echoed intact over EMP" [ "$lrc" = 0 ]
+at_least "EMP frames into the server for it" $(( $(emp_rx 2) - f0 )) 4
+gone_n=$(grep -c "ended the connection before answering" "$T/server7344.log" || true)
+expect "the server saw each ended connection end (16 logged: $gone_n)" [ "$gone_n" = 16 ]
+expect "no ended connection was waited out" bash -c "! grep -q 'did not answer\|refused the offer' '$T/server7344.log'"

@@ -7,6 +7,9 @@
   negbacklog.py nbclient HOST PORT BYTES   connect non-blocking (poll for POLLOUT), write
                                             BYTES of a pattern, read them back; "ok" and exit 0
                                             only if every byte came back intact
+  negbacklog.py gone HOST PORT N            N connections, non-blocking: wait until the
+                                            kernel finished each handshake (POLLOUT), then
+                                            exit without using them (wrk at the end of a run)
 """
 import os
 import select
@@ -65,9 +68,32 @@ def nbclient(host, port, n):
     print("ok %d bytes, %.0f ms" % (n, (time.monotonic() - t0) * 1000))
 
 
+def gone(host, port, n):
+    socks = []
+    p = select.poll()
+    for _ in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex((host, port))
+        p.register(s, select.POLLOUT)
+        socks.append(s)
+    done = set()
+    end = time.monotonic() + 10
+    while len(done) < n and time.monotonic() < end:
+        for fd, ev in p.poll(100):
+            if ev & select.POLLOUT:
+                done.add(fd)
+                p.unregister(fd)
+    if len(done) < n:
+        sys.exit("negbacklog: %d of %d connects finished in 10 s" % (len(done), n))
+    print("%d connected, leaving" % n, flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "server":
         server(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1] == "gone":
+        gone(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "nbclient":
         nbclient(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
