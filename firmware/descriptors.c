@@ -7,16 +7,44 @@ static uint32_t rhash(uint16_t host, uint16_t ep, uint32_t tag)
 	return h ^ (tag * 2246822519u) ^ (tag >> 15);
 }
 
+/* Receives are kept in posting order (seq) in one of three places: a bucket
+ * of the (host, ep, tag) hash for an exact one; a bucket of the (host, any
+ * ep, tag) hash for one from any endpoint of a given host with a given tag
+ * (a server's connection before the client's endpoint is known: many at once
+ * on a busy server, and each frame's match used to walk all of them); the
+ * rwild list for a wildcard host or tag. */
 static int exact(const struct emp_desc *d)
 {
 	return d->host != EMP_ANY_HOST && d->ep != EMP_ANY_EP && d->tag != EMP_ANY_TAG;
 }
 
+static int any_ep(const struct emp_desc *d)
+{
+	return d->host != EMP_ANY_HOST && d->ep == EMP_ANY_EP && d->tag != EMP_ANY_TAG;
+}
+
+static struct dlist *bucket(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag)
+{
+	return &fw->rbucket[rhash(host, ep, tag) & fw->rbucket_mask];
+}
+
 static struct dlist *recv_list(struct emp_fw *fw, const struct emp_desc *d)
 {
-	if (exact(d))
-		return &fw->rbucket[rhash(d->host, d->ep, d->tag) & fw->rbucket_mask];
+	if (exact(d) || any_ep(d))
+		return bucket(fw, d->host, d->ep, d->tag);
 	return &fw->rwild;
+}
+
+/* the first receive of a bucket posted for exactly (host, ep, tag), ep
+ * EMP_ANY_EP included */
+static int32_t bucket_first(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag)
+{
+	for (int32_t r = bucket(fw, host, ep, tag)->head; r != NIL; r = fw->rec[r].next) {
+		const struct emp_desc *d = &fw->desc[r];
+		if (d->host == host && d->ep == ep && d->tag == tag)
+			return r;
+	}
+	return NIL;
 }
 
 static void post_recv(struct emp_fw *fw, int32_t r)
@@ -68,40 +96,38 @@ void emp__repost_recv(struct emp_fw *fw, int32_t r)
 }
 
 /* First posted receive (posting order) matching a message from (host, ep)
- * with tag; it is unlinked and returned, or NIL. A wildcard receive takes
- * messages strictly in the sender's order, so when allow_wild is 0 (earlier
- * messages of this sender are still unmatched) and the first candidate is a
- * wildcard, nothing matches yet. */
+ * with tag; it is unlinked and returned, or NIL. A wildcard receive (any
+ * endpoint, host or tag) takes messages strictly in the sender's order, so
+ * when allow_wild is 0 (earlier messages of this sender are still unmatched)
+ * and the first candidate is a wildcard, nothing matches yet. */
 int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag, int allow_wild)
 {
-	struct dlist *b = &fw->rbucket[rhash(host, ep, tag) & fw->rbucket_mask];
-	int32_t best = NIL;
-	struct dlist *from = NULL;
-	for (int32_t r = b->head; r != NIL; r = fw->rec[r].next) {
-		const struct emp_desc *d = &fw->desc[r];
-		if (d->host == host && d->ep == ep && d->tag == tag) {
-			best = r;
-			from = b;
-			break;
-		}
+	int32_t best = bucket_first(fw, host, ep, tag);
+	int32_t half = bucket_first(fw, host, EMP_ANY_EP, tag);
+	struct dlist *from = bucket(fw, host, ep, tag);
+	int wild = 0;
+	if (half != NIL && (best == NIL || fw->rec[half].seq < fw->rec[best].seq)) {
+		best = half;
+		from = bucket(fw, host, EMP_ANY_EP, tag);
+		wild = 1;
 	}
 	for (int32_t r = fw->rwild.head; r != NIL; r = fw->rec[r].next) {
 		const struct emp_desc *d = &fw->desc[r];
 		if (best != NIL && fw->rec[r].seq > fw->rec[best].seq)
 			break;
+		fw->wild_steps++;
 		if ((d->host == EMP_ANY_HOST || d->host == host) && (d->ep == EMP_ANY_EP || d->ep == ep) &&
 		    (d->tag == EMP_ANY_TAG || d->tag == tag)) {
 			best = r;
 			from = &fw->rwild;
+			wild = 1;
 			break;
 		}
 	}
-	if (best != NIL && from == &fw->rwild && !allow_wild)
+	if (best == NIL || (wild && !allow_wild))
 		return NIL;
-	if (best != NIL) {
-		emp__dl_del(fw, from, best);
-		fw->posted_recvs--;
-	}
+	emp__dl_del(fw, from, best);
+	fw->posted_recvs--;
 	return best;
 }
 
@@ -110,17 +136,14 @@ int32_t emp__match_recv(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t 
  * a receive.) */
 int emp__match_recv_blocked(struct emp_fw *fw, uint16_t host, uint16_t ep, uint32_t tag)
 {
-	struct dlist *b = &fw->rbucket[rhash(host, ep, tag) & fw->rbucket_mask];
-	uint64_t exact_seq = UINT64_MAX;
-	for (int32_t r = b->head; r != NIL; r = fw->rec[r].next) {
-		const struct emp_desc *d = &fw->desc[r];
-		if (d->host == host && d->ep == ep && d->tag == tag) {
-			exact_seq = fw->rec[r].seq;
-			break;
-		}
-	}
+	int32_t e = bucket_first(fw, host, ep, tag);
+	uint64_t exact_seq = e != NIL ? fw->rec[e].seq : UINT64_MAX;
+	int32_t half = bucket_first(fw, host, EMP_ANY_EP, tag);
+	if (half != NIL && fw->rec[half].seq < exact_seq)
+		return 1;
 	for (int32_t r = fw->rwild.head; r != NIL && fw->rec[r].seq < exact_seq; r = fw->rec[r].next) {
 		const struct emp_desc *d = &fw->desc[r];
+		fw->wild_steps++;
 		if ((d->host == EMP_ANY_HOST || d->host == host) && (d->ep == EMP_ANY_EP || d->ep == ep) &&
 		    (d->tag == EMP_ANY_TAG || d->tag == tag))
 			return 1;

@@ -153,9 +153,10 @@ struct emp_fw {
 	int32_t *mhash;             /* MAC -> host index */
 	uint32_t mhash_mask;
 	uint8_t (*host_mac)[6];     /* [nhosts] copy */
-	struct dlist *rbucket;      /* exact-match posted receives */
+	struct dlist *rbucket;      /* posted receives from one host and tag: exact, or from any endpoint of it */
 	uint32_t rbucket_mask;
-	struct dlist rwild;         /* posted receives with a wildcard */
+	struct dlist rwild;         /* posted receives with a wildcard host or tag */
+	uint64_t wild_steps;        /* rwild entries looked at by matching (tests) */
 	uint64_t recv_seq;
 	uint32_t posted_recvs;
 	uint32_t norecv_peers;      /* peers with norecv_pending */

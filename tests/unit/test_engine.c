@@ -5,6 +5,7 @@
 #include "runner.h"
 #include "harness.h"
 #include "../../libemp/internal.h"
+#include "../../firmware/fw_int.h"
 
 #define SEC 1000000000ull
 #define US  1000ull
@@ -208,6 +209,68 @@ static void t_wildcards(void)
 	expect_rx(&h, 2, &r[9], 0, 11, 'J');
 	struct emp_counters c = h_ctr(&h, 2);
 	CHECK_EQ(c.msgs_received, 10);
+	CHECK_EQ(c.drops_total, 0);
+	h_free(&h);
+}
+
+/* Receives from any endpoint of one host with one tag (a server's connection
+ * before the client's endpoint is known) keep posting order against exact
+ * and wildcard receives, take only their host's messages, cancel cleanly,
+ * and are found without walking the wildcard list: 200 of them pending (50
+ * connections in negotiation, four control receives each) cost a message
+ * for another receive no steps there (it walked all 200 when they were kept
+ * with the wildcards). */
+static void post_rx_ep(struct harness *h, int at, struct rx *x, uint16_t host, uint16_t ep, uint32_t tag)
+{
+	struct iovec v = { x->buf, sizeof(x->buf) };
+	memset(x->buf, 0, sizeof(x->buf));
+	CHECK_EQ(emp_post_recv(h->ep[at], (emp_addr_t){ host, ep }, tag, &v, 1, &x->r), 0);
+}
+
+static void t_wild_ep(void)
+{
+	struct harness h;
+	h_init(&h, 3, NULL, NULL);
+	struct rx r[8];
+	post_rx_ep(&h, 2, &r[1], 0, EMP_ANY_EP, 5);        /* (h0, any ep, 5) */
+	post_rx_ep(&h, 2, &r[2], 0, 1, 5);                 /* exact (h0, 1, 5) */
+	post_rx_ep(&h, 2, &r[3], 0, EMP_ANY_EP, 5);
+	post_rx_ep(&h, 2, &r[4], EMP_ANY_HOST, EMP_ANY_EP, 5);
+	send_id(&h, 1, 2, 5, 'A');      /* h1: not for (h0, any ep): the wildcard host takes it */
+	expect_rx(&h, 2, &r[4], 1, 5, 'A');
+	send_id(&h, 0, 2, 5, 'B');      /* posted first */
+	expect_rx(&h, 2, &r[1], 0, 5, 'B');
+	send_id(&h, 0, 2, 5, 'C');      /* the exact one was posted before r3 */
+	expect_rx(&h, 2, &r[2], 0, 5, 'C');
+	expect_pending(&h, 2, &r[3]);
+	post_rx_ep(&h, 2, &r[5], 0, 1, 5);
+	CHECK_EQ(emp_cancel(h.ep[2], r[3].r), 0);   /* out of its bucket: the exact one next */
+	send_id(&h, 0, 2, 5, 'D');
+	expect_rx(&h, 2, &r[5], 0, 5, 'D');
+	post_rx_ep(&h, 2, &r[6], 0, EMP_ANY_EP, 6);
+	send_id(&h, 0, 2, 6, 'E');
+	expect_rx(&h, 2, &r[6], 0, 6, 'E');
+
+	enum { PENDING = 200 };
+	struct rx *p = calloc(PENDING, sizeof *p);
+	CHECK(p != NULL);
+	for (int i = 0; i < PENDING; i++)
+		post_rx_ep(&h, 2, &p[i], 0, EMP_ANY_EP, 1000 + (uint32_t)i);
+	uint64_t steps0 = h.ep[2]->fw->wild_steps;
+	for (int i = 0; i < 20; i++) {
+		post_rx_ep(&h, 2, &r[7], 1, 1, 9);
+		send_id(&h, 1, 2, 9, (uint8_t)('a' + i));
+		expect_rx(&h, 2, &r[7], 1, 9, (uint8_t)('a' + i));
+	}
+	uint64_t steps = h.ep[2]->fw->wild_steps - steps0;
+	CHECK_MSG(steps == 0, "20 messages walked %llu wildcard receives", (unsigned long long)steps);
+	send_id(&h, 0, 2, 1199, 'F');   /* the last of them still takes its message */
+	expect_rx(&h, 2, &p[PENDING - 1], 0, 1199, 'F');
+	for (int i = 0; i < PENDING - 1; i++)
+		CHECK_EQ(emp_cancel(h.ep[2], p[i].r), 0);
+	free(p);
+	struct emp_counters c = h_ctr(&h, 2);
+	CHECK_EQ(c.msgs_received, 26);
 	CHECK_EQ(c.drops_total, 0);
 	h_free(&h);
 }
@@ -917,6 +980,7 @@ static const struct emp_test tests[] = {
 	{ "engine_mixed_mtu", t_mixed_mtu, 30 },
 	{ "engine_same_tag_order", t_same_tag_order, 30 },
 	{ "engine_wildcards", t_wildcards, 30 },
+	{ "engine_wild_ep", t_wild_ep, 30 },
 	{ "engine_persistent", t_persistent, 30 },
 	{ "engine_set_len_many", t_set_len_many, 30 },
 	{ "engine_stale_mailbox_entry", t_stale_mailbox_entry, 30 },
