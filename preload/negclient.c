@@ -473,7 +473,7 @@ int es__negc_settle(struct es_sock *s)
 	s->ng.reg = 0;
 	pthread_mutex_unlock(&neg_lock);
 	const char *why = NULL;
-	int emp = 0, look = 1;
+	int emp = 0, look = 1, gone = 0;
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);
 		int64_t now = es__now_ns(), until = now;
@@ -494,6 +494,13 @@ int es__negc_settle(struct es_sock *s)
 			why = "server gave up on EMP";
 		} else if (s->ng.st == NG_NOBUFS) {
 			why = "cannot set up EMP buffers (descriptors?)";
+		} else if (gone) {
+			/* a server gone before it offered (killed, or restarted: the
+			 * connections in its accept queue are reset) or a plain one
+			 * that answered and closed: no OFFER will come, and waiting
+			 * out the bound (5 s for a server known to speak EMP) only
+			 * held back the kernel's own answer */
+			why = "the server ended the connection before offering EMP";
 		} else {
 			int lng = long_bound(s);
 			until = s->ng.t0 + bound_ns(lng);
@@ -522,7 +529,12 @@ int es__negc_settle(struct es_sock *s)
 		}
 		if (emp || why)
 			break;
-		look = es__neg_wait(s, s->udp, 0, until, s->ng.st == NG_ACCEPTED, seq0) & NEG_LOOK;
+		/* before an OFFER came, the kernel connection's end ends the wait
+		 * too; the side channel is read once more after it (an OFFER sent
+		 * before the server fell back and closed still counts) */
+		int w = es__neg_wait(s, s->udp, s->ng.st == NG_WAIT, until, s->ng.st == NG_ACCEPTED, seq0);
+		look = (w & (NEG_LOOK | NEG_PEER_GONE)) != 0;
+		gone = (w & NEG_PEER_GONE) != 0;
 	}
 	es__neg_close_udp(s);   /* from here on a late OFFER meets ICMP */
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_neg_backlog: connections the kernel delays before the server can offer EMP. (1) A preloaded server's listener gets an accept queue of at least EMP_LISTEN_MIN_BACKLOG (1024) where the program asks for 1, so a burst of 12 fresh client processes against a server that is not accepting yet overflows nothing (with the program's own backlog the kernel counts overflows: dropped SYNs and handshake ACKs, each a second's delay) and every one echoes intact over EMP under --strict. (2) A client whose first SYN is lost (an nft rule drops it; the kernel sends it again after 1 s) still gets EMP under --strict with the default 500 ms bound, blocking and non-blocking connect: the bound counts from the handshake's end, not from connect(). (3) Clients that ended their connections while they waited in a single-threaded server's accept queue (a process that connected 16 sockets and exited, as wrk does at the end of a run) cost the server no wait: it sees their FIN while it waits for their ACCEPT and moves on, so a live --strict client queued behind them still gets EMP within its bound (before, each cost 250-500 ms, 4-8 s in all, and the live client fell back or, strict, failed).
+# t_neg_backlog: connections the kernel delays before the server can offer EMP. (1) A preloaded server's listener gets an accept queue of at least EMP_LISTEN_MIN_BACKLOG (1024) where the program asks for 1, so a burst of 12 fresh client processes against a server that is not accepting yet overflows nothing (with the program's own backlog the kernel counts overflows: dropped SYNs and handshake ACKs, each a second's delay) and every one echoes intact over EMP under --strict. (2) A client whose first SYN is lost (an nft rule drops it; the kernel sends it again after 1 s) still gets EMP under --strict with the default 500 ms bound, blocking and non-blocking connect: the bound counts from the handshake's end, not from connect(). (3) Clients that ended their connections while they waited in a single-threaded server's accept queue (a process that connected 16 sockets and exited, as wrk does at the end of a run) cost the server no wait: it sees their FIN while it waits for their ACCEPT and moves on, so a live --strict client queued behind them still gets EMP within its bound (before, each cost 250-500 ms, 4-8 s in all, and the live client fell back or, strict, failed). (4) A server killed while a client's connection waits in its accept queue: the kernel resets the connection, and the client, whose bound is 5 s (it has had an OFFER from that server), ends its wait for an OFFER on the reset and hears it at once (before: after its bound).
 # timeout: 90
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -111,3 +111,29 @@ at_least "EMP frames into the server for it" $(( $(emp_rx 2) - f0 )) 4
 gone_n=$(grep -c "ended the connection before answering" "$T/server7344.log" || true)
 expect "the server saw each ended connection end (16 logged: $gone_n)" [ "$gone_n" = 16 ]
 expect "no ended connection was waited out" bash -c "! grep -q 'did not answer\|refused the offer' '$T/server7344.log'"
+
+# (4) the server gone while a client waits for its OFFER. The client has had
+# an OFFER from this server (its bound for the next connection: 5 s); its
+# second connection waits in the stopped server's accept queue, and the
+# server is killed: the kernel resets the queued connection.
+bg 2 "$T/server7345.log" "$ER" --strict "$CONNT" server 7345
+wait_port 2 7345
+spid=$(pgrep -f "connt server 7345" | head -1)
+[ -n "$spid" ] || fail "no connt server for port 7345"
+rm -f "$T/gate7345"
+on 1 "$ER" --strict python3 "$NB" twice 10.77.0.2 7345 "$T/gate7345" > "$T/twice.log" 2>&1 &
+tw=$!
+for i in $(seq 250); do grep -q "first ok" "$T/twice.log" && break; sleep 0.02; done
+expect "the first connection echoed over EMP" grep -q "first ok" "$T/twice.log"
+kill -STOP "$spid"
+touch "$T/gate7345"
+for i in $(seq 100); do [ "$(queued 7345)" -ge 1 ] && break; sleep 0.02; done
+at_least "the second connection waits in the stopped server's accept queue" "$(queued 7345)" 1
+sleep 0.3
+kill -KILL "$spid"
+wait "$tw" || true
+echo "client: $(tr '\n' ' ' < "$T/twice.log")"
+ms=$(awk '/^second:/ { print $(NF - 1) }' "$T/twice.log")
+expect "the client's wait ended on the reset: the server ended the connection before offering EMP" grep -q "ended the connection before offering EMP" "$T/twice.log"
+expect "the second connection failed (reset), not echoed" bash -c "grep -q '^second:' '$T/twice.log' && ! grep -q '^second: ok' '$T/twice.log'"
+at_most "ms until the client heard of it (its bound: 5000)" "${ms:-99999}" 3000

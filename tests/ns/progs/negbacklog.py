@@ -7,6 +7,10 @@
   negbacklog.py nbclient HOST PORT BYTES   connect non-blocking (poll for POLLOUT), write
                                             BYTES of a pattern, read them back; "ok" and exit 0
                                             only if every byte came back intact
+  negbacklog.py twice HOST PORT GATE       echo 100 bytes over one connection ("first ok"),
+                                            then, once the file GATE exists, connect again
+                                            (blocking) and echo; prints how the second ended
+                                            and after how many ms; exit 0 either way
   negbacklog.py gone HOST PORT N            N connections, non-blocking: wait until the
                                             kernel finished each handshake (POLLOUT), then
                                             exit without using them (wrk at the end of a run)
@@ -68,6 +72,32 @@ def nbclient(host, port, n):
     print("ok %d bytes, %.0f ms" % (n, (time.monotonic() - t0) * 1000))
 
 
+def twice(host, port, gate):
+    data = bytes(range(100))
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(data)
+        got = b""
+        while len(got) < len(data):
+            b = s.recv(len(data) - len(got))
+            if not b:
+                break
+            got += b
+    if got != data:
+        sys.exit("negbacklog: the first echo came back short or wrong")
+    print("first ok", flush=True)
+    while not os.path.exists(gate):
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    try:
+        with socket.create_connection((host, port), timeout=20) as s:
+            s.sendall(data)
+            b = s.recv(100)
+            how = "ok" if b else "EOF"
+    except OSError as e:
+        how = e.__class__.__name__ + " " + (os.strerror(e.errno) if e.errno else str(e))
+    print("second: %s after %.0f ms" % (how, (time.monotonic() - t0) * 1000), flush=True)
+
+
 def gone(host, port, n):
     socks = []
     p = select.poll()
@@ -92,6 +122,8 @@ def gone(host, port, n):
 if __name__ == "__main__":
     if sys.argv[1] == "server":
         server(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1] == "twice":
+        twice(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "gone":
         gone(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "nbclient":
