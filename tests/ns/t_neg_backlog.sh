@@ -88,18 +88,22 @@ expect "the server kept both connections on EMP" bash -c "! grep -q 'strict mode
 # server, continued, meets the 16 first. Its wait for each one's ACCEPT ends on
 # the FIN; before, it waited out its bound (250-500 ms each), and the live
 # client's 2 s bound passed long before the server reached it.
-bg 2 "$T/server7344.log" "$ER" --strict "$CONNT" server 7344
-wait_port 2 7344
-spid=$(pgrep -f "connt server 7344" | head -1)
-[ -n "$spid" ] || fail "no connt server for port 7344"
+# connt_server PORT: a --strict epoll echo server on host 2; SPID its pid
+connt_server() {
+	bg 2 "$T/server$1.log" "$ER" --strict "$CONNT" server "$1"
+	wait_port 2 "$1"
+	SPID=$(pgrep -f "connt server $1" | head -1)
+	[ -n "$SPID" ] || fail "no connt server for port $1"
+}
+# wait_queued PORT N: until N connections wait in its accept queue (2 s at most)
+wait_queued() { local i; for i in $(seq 100); do [ "$(queued "$1")" -ge "$2" ] && return; sleep 0.02; done; }
+connt_server 7344
+spid=$SPID
 kill -STOP "$spid"
 on 1 "$ER" --strict python3 "$NB" gone 10.77.0.2 7344 16 > "$T/gone.log" 2>&1 || { cat "$T/gone.log"; kill -CONT "$spid"; fail "the leaving client could not connect"; }
 on 1 env EMP_NEG_TIMEOUT_MS=2000 "$ER" --strict "$CONNT" client 10.77.0.2 7344 1 4000 > "$T/live.log" 2>&1 &
 live=$!
-for i in $(seq 100); do
-	[ "$(queued 7344)" -ge 17 ] && break
-	sleep 0.02
-done
+wait_queued 7344 17
 q=$(queued 7344)
 f0=$(emp_rx 2)
 kill -CONT "$spid"
@@ -116,10 +120,8 @@ expect "no ended connection was waited out" bash -c "! grep -q 'did not answer\|
 # an OFFER from this server (its bound for the next connection: 5 s); its
 # second connection waits in the stopped server's accept queue, and the
 # server is killed: the kernel resets the queued connection.
-bg 2 "$T/server7345.log" "$ER" --strict "$CONNT" server 7345
-wait_port 2 7345
-spid=$(pgrep -f "connt server 7345" | head -1)
-[ -n "$spid" ] || fail "no connt server for port 7345"
+connt_server 7345
+spid=$SPID
 rm -f "$T/gate7345"
 on 1 "$ER" --strict python3 "$NB" twice 10.77.0.2 7345 "$T/gate7345" > "$T/twice.log" 2>&1 &
 tw=$!
@@ -127,7 +129,7 @@ for i in $(seq 250); do grep -q "first ok" "$T/twice.log" && break; sleep 0.02; 
 expect "the first connection echoed over EMP" grep -q "first ok" "$T/twice.log"
 kill -STOP "$spid"
 touch "$T/gate7345"
-for i in $(seq 100); do [ "$(queued 7345)" -ge 1 ] && break; sleep 0.02; done
+wait_queued 7345 1
 at_least "the second connection waits in the stopped server's accept queue" "$(queued 7345)" 1
 sleep 0.3
 kill -KILL "$spid"
