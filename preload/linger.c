@@ -166,7 +166,7 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel, int64_t *ne
 		es__sock_lock(s);
 		es__process(s);
 		if (kernel && s->kfd >= 0 && !c->kdead)
-			es__kernel_check(s);
+			es__kernel_check(s, 0);
 		int d = zombie_done(c, es__now_ns());
 		if (!d && s->kfd >= 0 && !c->kdead && *np < max)
 			p[(*np)++] = (struct pollfd){ s->kfd, POLLIN | POLLRDHUP, 0 };
@@ -226,14 +226,79 @@ static int reaper_efd = -1;
 static pthread_t reaper_tid;
 static pthread_mutex_t reaper_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* Kernel ends waiting for their EMP FIN (es__kernel_check, async): the
+ * reaper looks at each again at its grace's end. The socket is named by fd
+ * and ident, as the liveness set names it (es__live_sock_do), never held. */
+#define GRACES_MAX 256
+struct grace { int fd; uint32_t ident; int64_t dl; };
+static struct grace graces[GRACES_MAX];
+static int ngraces;
+static pthread_mutex_t grace_mu = PTHREAD_MUTEX_INITIALIZER;   /* a leaf: taken under s->lock */
+static void reaper_start(void);
+static void reaper_wake(void);
+
+int es__grace_add(struct es_sock *s, int64_t dl)
+{
+	if (es__reaper_off)
+		return -1;
+	reaper_start();
+	if (__atomic_load_n(&reaper_efd, __ATOMIC_ACQUIRE) < 0)
+		return -1;               /* no reaper (exiting, or no thread to be had) */
+	pthread_mutex_lock(&grace_mu);
+	int r = -1;
+	if (ngraces < GRACES_MAX) {
+		graces[ngraces++] = (struct grace){ s->kfd, s->ident, dl };
+		r = 0;
+	}
+	pthread_mutex_unlock(&grace_mu);
+	if (r == 0)
+		reaper_wake();           /* its sleep may be longer than this grace */
+	return r;
+}
+
+static void grace_end(struct es_sock *s, uint32_t unused)
+{
+	(void)unused;
+	if (s->state == ES_EMP && s->c && s->c->keof_at)
+		es__kernel_check(s, 0);   /* the grace is over: FIN seen, or reset */
+}
+
+/* the graces that ended, decided; *next the earliest left (INT64_MAX none) */
+static void graces_due(int64_t *next)
+{
+	struct grace due[GRACES_MAX];
+	int n = 0;
+	int64_t now = es__now_ns();
+	*next = INT64_MAX;
+	pthread_mutex_lock(&grace_mu);
+	for (int i = 0; i < ngraces;) {
+		if (graces[i].dl <= now) {
+			due[n++] = graces[i];
+			graces[i] = graces[--ngraces];
+		} else {
+			if (graces[i].dl < *next)
+				*next = graces[i].dl;
+			i++;
+		}
+	}
+	pthread_mutex_unlock(&grace_mu);
+	for (int i = 0; i < n; i++)
+		es__live_sock_do(due[i].fd, due[i].ident, grace_end, 0);
+}
+
 static void *reaper(void *arg)
 {
 	(void)arg;
 	struct pollfd p[REAP_FDS + 1];
 	for (;;) {
 		int np;
-		int64_t next;
+		int64_t next, gnext;
+		graces_due(&gnext);
 		int left = reap_pass(p, &np, REAP_FDS, 1, &next);
+		if (gnext != INT64_MAX && (!left || gnext < next)) {
+			next = gnext;
+			left = 1;
+		}
 		int ms = -1;
 		if (left) {
 			int64_t now = es__now_ns(), w = next > now ? next - now : 0;
@@ -514,6 +579,8 @@ void es__conn_atfork_child(void)
 		R_(close)(reaper_efd);   /* the reaper stayed with the parent */
 	reaper_efd = -1;
 	pthread_mutex_init(&reaper_mu, NULL);
+	ngraces = 0;                 /* the parent's connections' graces */
+	pthread_mutex_init(&grace_mu, NULL);
 }
 
 static void flush_one(int fd, void *o, void *arg)

@@ -179,7 +179,7 @@ int es__negs_settle(struct es_sock *s)
 	if (t1 > s->ng.sv.dl)
 		s->ng.sv.dl = t1;
 	int look = 1;   /* read the side channel (es__neg_wait says when it need not) */
-	int gone = 0;   /* the client's FIN or reset came before its ACCEPT */
+	int gone = 0;   /* the client's FIN or reset came before its proof */
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
 		int64_t now = es__now_ns();
@@ -231,6 +231,17 @@ int es__negs_settle(struct es_sock *s)
 				return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
 			return es__neg_finish_emp(s);
 		}
+		/* after its ACCEPT, a client whose HELLO has not come and whose
+		 * kernel connection ended (killed between the two, or its program
+		 * closed the socket unused) will not prove itself: its HELLO went
+		 * before its FIN, and an EMP close sends the FIN only after the
+		 * last message, which is acknowledged after the HELLO was seen
+		 * here (the check above) */
+		if (gone) {
+			atomic_fetch_add(&es__negstats.gone, 1);
+			send_reject(s);
+			return es__neg_fallback(s, "the client ended the connection before its EMP endpoint confirmed");
+		}
 		int64_t dl = s->ng.sv.dl;
 		if (now >= dl) {
 			send_reject(s);
@@ -243,7 +254,7 @@ int es__negs_settle(struct es_sock *s)
 			return es__neg_fallback(s, "client did not answer the EMP offer");
 		}
 		int64_t until = s->ng.sv.accepted ? dl : (s->ng.sv.next < dl ? s->ng.sv.next : dl);
-		int w = es__neg_wait(s, udp, !s->ng.sv.accepted, until, 1, seq0);
+		int w = es__neg_wait(s, udp, 1, until, 1, seq0);
 		look = w & NEG_LOOK;
 		gone = (w & NEG_PEER_GONE) != 0;
 	}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_neg_forge: an unprivileged client answers the server's OFFER with an ACCEPT naming a victim process's EMP endpoint (once with a made-up connection id, once with the victim's own): that endpoint never proves itself, so the server sends it nothing, refuses and counts the ACCEPT, and keeps the forger on kernel TCP; the victim's connection keeps echoing intact.
+# t_neg_forge: an unprivileged client answers the server's OFFER with an ACCEPT naming a victim process's EMP endpoint (once with a made-up connection id, once with the victim's own): that endpoint never proves itself, so the server sends it nothing, refuses and counts the ACCEPT, and keeps the forger on kernel TCP; the victim's connection keeps echoing intact. A forger that closes its connection right after its ACCEPT ends the server's wait for the proof at once (its FIN), not at the bound.
 # timeout: 60
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -27,3 +27,13 @@ cat "$T/victim.log" | grep -v "EMP with"
 expect "the victim's connection echoed intact all along" grep -q "^ok [0-9]* bytes" "$T/victim.log"
 expect "the server sent the victim's endpoint nothing for the forger (no message without its key there)" \
 	bash -c "! grep -q 'without its key' '$T/victim.log'"
+# a client that ends its connection after its ACCEPT, before any HELLO (killed
+# between the two): the server ends the wait for the proof on the FIN, at
+# once, instead of waiting out its bound, and counts no refusal
+on 1 env FORGE_CLOSE=1 $NOBODY /usr/bin/python3 "$ROOT/tests/ns/progs/negforge.py" 10.77.0.2 7310 "$ep" > "$T/forge3.log" 2>&1
+cat "$T/forge3.log"
+expect "the third forger sent its ACCEPT and closed" grep -q "closed after accept" "$T/forge3.log"
+for i in $(seq 50); do grep -q "before its EMP endpoint confirmed" "$T/server.log" && break; sleep 0.02; done
+grep "before its EMP endpoint confirmed\|never proved" "$T/server.log" | tail -2
+expect "the server saw the connection end before the proof" grep -q "before its EMP endpoint confirmed" "$T/server.log"
+expect "and did not wait for it to be refused" bash -c "! grep -q 'refused (3 so far)' '$T/server.log'"

@@ -4,7 +4,9 @@
 # server's stream into a victim's. It marks its SYN as a preloaded client would and binds its UDP twin.
 #   negforge.py SERVER_IP PORT VICTIM_EP [VICTIM_CONN]     prints "offer seen", "accept sent", then
 #   what became of its own connection ("kernel" if the server kept it on kernel TCP, "closed")
-import random, socket, struct, sys, time
+#   With FORGE_CLOSE=1 in the environment it closes its connection right after the ACCEPT instead
+#   (a client killed between its ACCEPT and its HELLO) and prints "closed after accept".
+import os, random, socket, struct, sys, time
 
 MAGIC, TTL_MARK = 0x454D5073, 105
 server, port, vep = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -30,6 +32,10 @@ for _ in range(3):
     u.send(acc)
     time.sleep(0.01)
 print("accept sent (endpoint %d, conn %d)" % (vep, vconn), flush=True)
+if os.environ.get("FORGE_CLOSE") == "1":
+    t.close()
+    print("closed after accept", flush=True)
+    sys.exit(0)
 # the server waits for that endpoint to prove itself, refuses, and keeps this connection on kernel TCP
 t.settimeout(3)
 try:
