@@ -226,66 +226,6 @@ static int reaper_efd = -1;
 static pthread_t reaper_tid;
 static pthread_mutex_t reaper_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Kernel ends waiting for their EMP FIN (es__kernel_check, async): the
- * reaper looks at each again at its grace's end. The socket is named by fd
- * and ident, as the liveness set names it (es__live_sock_do), never held. */
-#define GRACES_MAX 256
-struct grace { int fd; uint32_t ident; int64_t dl; };
-static struct grace graces[GRACES_MAX];
-static int ngraces;
-static pthread_mutex_t grace_mu = PTHREAD_MUTEX_INITIALIZER;   /* a leaf: taken under s->lock */
-static void reaper_start(void);
-static void reaper_wake(void);
-
-int es__grace_add(struct es_sock *s, int64_t dl)
-{
-	if (es__reaper_off)
-		return -1;
-	reaper_start();
-	if (__atomic_load_n(&reaper_efd, __ATOMIC_ACQUIRE) < 0)
-		return -1;               /* no reaper (exiting, or no thread to be had) */
-	pthread_mutex_lock(&grace_mu);
-	int r = -1;
-	if (ngraces < GRACES_MAX) {
-		graces[ngraces++] = (struct grace){ s->kfd, s->ident, dl };
-		r = 0;
-	}
-	pthread_mutex_unlock(&grace_mu);
-	if (r == 0)
-		reaper_wake();           /* its sleep may be longer than this grace */
-	return r;
-}
-
-static void grace_end(struct es_sock *s, uint32_t unused)
-{
-	(void)unused;
-	if (s->state == ES_EMP && s->c && s->c->keof_at)
-		es__kernel_check(s, 0);   /* the grace is over: FIN seen, or reset */
-}
-
-/* the graces that ended, decided; *next the earliest left (INT64_MAX none) */
-static void graces_due(int64_t *next)
-{
-	struct grace due[GRACES_MAX];
-	int n = 0;
-	int64_t now = es__now_ns();
-	*next = INT64_MAX;
-	pthread_mutex_lock(&grace_mu);
-	for (int i = 0; i < ngraces;) {
-		if (graces[i].dl <= now) {
-			due[n++] = graces[i];
-			graces[i] = graces[--ngraces];
-		} else {
-			if (graces[i].dl < *next)
-				*next = graces[i].dl;
-			i++;
-		}
-	}
-	pthread_mutex_unlock(&grace_mu);
-	for (int i = 0; i < n; i++)
-		es__live_sock_do(due[i].fd, due[i].ident, grace_end, 0);
-}
-
 static void *reaper(void *arg)
 {
 	(void)arg;
@@ -293,7 +233,7 @@ static void *reaper(void *arg)
 	for (;;) {
 		int np;
 		int64_t next, gnext;
-		graces_due(&gnext);
+		es__graces_due(&gnext);
 		int left = reap_pass(p, &np, REAP_FDS, 1, &next);
 		if (gnext != INT64_MAX && (!left || gnext < next)) {
 			next = gnext;
@@ -318,8 +258,8 @@ static void *reaper(void *arg)
  * with es__zombies_reap when its clock says so */
 int es__reaper_off;
 
-/* at the first lingering connection of the process */
-static void reaper_start(void)
+/* at the first lingering connection of the process (or grace: grace.c) */
+void es__reaper_start(void)
 {
 	/* at exit the exiting thread reaps them itself (es__flush_all: reap_until):
 	 * a thread started for that cost a short-lived client 0.2-0.3 ms */
@@ -343,12 +283,17 @@ static void reaper_start(void)
 	pthread_mutex_unlock(&reaper_mu);
 }
 
-static void reaper_wake(void)
+void es__reaper_wake(void)
 {
 	int efd = __atomic_load_n(&reaper_efd, __ATOMIC_ACQUIRE);
 	uint64_t one = 1;
 	if (efd >= 0)
 		(void)!R_(write)(efd, &one, sizeof one);
+}
+
+int es__reaper_running(void)
+{
+	return __atomic_load_n(&reaper_efd, __ATOMIC_ACQUIRE) >= 0;
 }
 
 /* Inline reaping: a thread inside one of the shim's own waits or settles
@@ -386,7 +331,7 @@ void es__zombie_changed(struct es_conn *c)
 		if (tl_hold)
 			tl_due = 1;
 		else
-			reaper_wake();
+			es__reaper_wake();
 	}
 	if (!__atomic_load_n(&zwaiters, __ATOMIC_ACQUIRE))
 		return;
@@ -467,7 +412,7 @@ static void zombify(struct es_sock *s)
 	c->znext = zlist;
 	zlist = c;
 	pthread_mutex_unlock(&zlock);
-	reaper_start();
+	es__reaper_start();
 }
 
 /* A connection given up (an abandoned negotiation, SO_LINGER 0, an error):
@@ -507,7 +452,7 @@ static void detach(struct es_sock *s)
 	c->znext = zlist;
 	zlist = c;
 	pthread_mutex_unlock(&zlock);
-	reaper_start();
+	es__reaper_start();
 }
 
 /* SO_LINGER's wait: our FIN through, or the zombie gone (looked up under
@@ -579,8 +524,7 @@ void es__conn_atfork_child(void)
 		R_(close)(reaper_efd);   /* the reaper stayed with the parent */
 	reaper_efd = -1;
 	pthread_mutex_init(&reaper_mu, NULL);
-	ngraces = 0;                 /* the parent's connections' graces */
-	pthread_mutex_init(&grace_mu, NULL);
+	es__graces_atfork_child();
 }
 
 static void flush_one(int fd, void *o, void *arg)
