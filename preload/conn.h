@@ -80,7 +80,6 @@ struct es_conn {
 	int tail_bulk;                   /* the last staged slot was begun because the one before, still in flight, filled up: a bulk stream, whose tail is not held for the rest of an event-loop round (hold.c) */
 	/* state */
 	int err, err_told, kdead, shut_rd, shut_wr;
-	int64_t keof_at;                 /* the kernel connection's end seen, the EMP FIN not yet (es__kernel_check) */
 	int leak;
 	/* closing: after close() the connection lingers as a zombie until both
 	 * sides said BYE: the last message each sends on the connection, once its
@@ -141,17 +140,6 @@ void es__zombie_changed(struct es_conn *c);
 /* tests only: one pass over the lingering connections; how many are left (linger.c) */
 int es__zombies_reap(void);
 extern int es__reaper_off;   /* tests only: no reaper thread (virtual time) */
-/* grace.c: the reaper decides s's kernel EOF at dl if the EMP FIN has not
- * come by then (es__kernel_check); 0, or -1 (no reaper: decide now). s->lock
- * held. es__graces_due (the reaper) decides those that ended; *next the
- * earliest left, INT64_MAX none */
-int es__grace_add(struct es_sock *s, int64_t dl);
-void es__graces_due(int64_t *next);
-void es__graces_atfork_child(void);
-/* linger.c: the reaper thread (started at most once; woken to look again) */
-void es__reaper_start(void);
-void es__reaper_wake(void);
-int es__reaper_running(void);
 /* empstat's connection rows (connsetup.c). es__conn_row (s->lock held) fills
  * *i and returns c's row (taken on first use) when it is due (state changed,
  * or 100 ms since the last), else -1; es__conn_row_put publishes it and must

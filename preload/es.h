@@ -417,13 +417,7 @@ void es__uncork(struct es_sock *s);     /* TCP_CORK off / TCP_NODELAY on: post w
 int es__fionread(struct es_sock *s);
 int es__outq(struct es_sock *s, int nsd);
 int es__so_error(struct es_sock *s);
-/* lock held: notice kernel FIN/RST; async: an end that waits for the EMP FIN
- * is left to the reaper instead of waited for here (the caller's thread is
- * an application's event loop) */
-void es__kernel_check(struct es_sock *s, int async);
-/* the socket the liveness set named (fd, its ident), if still there:
- * fn(s, arg) with its lock held, never blocking on it (ready.c) */
-void es__live_sock_do(int fd, uint32_t ident, void (*fn)(struct es_sock *s, uint32_t arg), uint32_t arg);
+void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RST */
 /* wait for a change on s (waiter + kernel fd); 1 woke, 0 timeout, -EINTR; lock held */
 int es__wait(struct es_sock *s, int64_t deadline_ns);
 /* every caught signal's handler asks for SA_RESTART (sigrestart.c) */

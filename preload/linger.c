@@ -166,7 +166,7 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel, int64_t *ne
 		es__sock_lock(s);
 		es__process(s);
 		if (kernel && s->kfd >= 0 && !c->kdead)
-			es__kernel_check(s, 0);
+			es__kernel_check(s);
 		int d = zombie_done(c, es__now_ns());
 		if (!d && s->kfd >= 0 && !c->kdead && *np < max)
 			p[(*np)++] = (struct pollfd){ s->kfd, POLLIN | POLLRDHUP, 0 };
@@ -232,13 +232,8 @@ static void *reaper(void *arg)
 	struct pollfd p[REAP_FDS + 1];
 	for (;;) {
 		int np;
-		int64_t next, gnext;
-		es__graces_due(&gnext);
+		int64_t next;
 		int left = reap_pass(p, &np, REAP_FDS, 1, &next);
-		if (gnext != INT64_MAX && (!left || gnext < next)) {
-			next = gnext;
-			left = 1;
-		}
 		int ms = -1;
 		if (left) {
 			int64_t now = es__now_ns(), w = next > now ? next - now : 0;
@@ -258,8 +253,8 @@ static void *reaper(void *arg)
  * with es__zombies_reap when its clock says so */
 int es__reaper_off;
 
-/* at the first lingering connection of the process (or grace: grace.c) */
-void es__reaper_start(void)
+/* at the first lingering connection of the process */
+static void reaper_start(void)
 {
 	/* at exit the exiting thread reaps them itself (es__flush_all: reap_until):
 	 * a thread started for that cost a short-lived client 0.2-0.3 ms */
@@ -283,17 +278,12 @@ void es__reaper_start(void)
 	pthread_mutex_unlock(&reaper_mu);
 }
 
-void es__reaper_wake(void)
+static void reaper_wake(void)
 {
 	int efd = __atomic_load_n(&reaper_efd, __ATOMIC_ACQUIRE);
 	uint64_t one = 1;
 	if (efd >= 0)
 		(void)!R_(write)(efd, &one, sizeof one);
-}
-
-int es__reaper_running(void)
-{
-	return __atomic_load_n(&reaper_efd, __ATOMIC_ACQUIRE) >= 0;
 }
 
 /* Inline reaping: a thread inside one of the shim's own waits or settles
@@ -331,7 +321,7 @@ void es__zombie_changed(struct es_conn *c)
 		if (tl_hold)
 			tl_due = 1;
 		else
-			es__reaper_wake();
+			reaper_wake();
 	}
 	if (!__atomic_load_n(&zwaiters, __ATOMIC_ACQUIRE))
 		return;
@@ -412,7 +402,7 @@ static void zombify(struct es_sock *s)
 	c->znext = zlist;
 	zlist = c;
 	pthread_mutex_unlock(&zlock);
-	es__reaper_start();
+	reaper_start();
 }
 
 /* A connection given up (an abandoned negotiation, SO_LINGER 0, an error):
@@ -452,7 +442,7 @@ static void detach(struct es_sock *s)
 	c->znext = zlist;
 	zlist = c;
 	pthread_mutex_unlock(&zlock);
-	es__reaper_start();
+	reaper_start();
 }
 
 /* SO_LINGER's wait: our FIN through, or the zombie gone (looked up under
@@ -524,7 +514,6 @@ void es__conn_atfork_child(void)
 		R_(close)(reaper_efd);   /* the reaper stayed with the parent */
 	reaper_efd = -1;
 	pthread_mutex_init(&reaper_mu, NULL);
-	es__graces_atfork_child();
 }
 
 static void flush_one(int fd, void *o, void *arg)

@@ -179,41 +179,6 @@ void es__live_del(struct es_sock *s)
 	s->live = 0;
 }
 
-/* The socket the liveness set named, if the fd still holds it: it is
- * another thread's, which may be closing (and freeing) it, so the look is
- * announced like a completion hook (the closer waits for us before it
- * frees) and never blocks on its lock (a closer holds it while it waits). */
-void es__live_sock_do(int fd, uint32_t id, void (*fn)(struct es_sock *s, uint32_t arg), uint32_t arg)
-{
-	for (;;) {
-		atomic_fetch_add(&hooks_active, 1);
-		struct es_sock *s = es__sock(fd);
-		if (!s || s->ident != id) {
-			atomic_fetch_sub(&hooks_active, 1);
-			return;              /* closed since, or another socket now */
-		}
-		if (pthread_mutex_trylock(&s->lock)) {
-			atomic_fetch_sub(&hooks_active, 1);
-			sched_yield();
-			continue;
-		}
-		fn(s, arg);
-		es__sock_unlock(s);
-		atomic_fetch_sub(&hooks_active, 1);
-		return;
-	}
-}
-
-static void harvested(struct es_sock *s, uint32_t events)
-{
-	if (s->state == ES_EMP) {
-		es__kernel_check(s, 1);
-	} else if (s->state == ES_CONNECTING && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-		s->connected = 1;
-		es__sock_update(s, 1);
-	}
-}
-
 /* Sockets the liveness set named: an EMP connection's kernel socket saw
  * EOF/RST (es__kernel_check decides), or a connect finished. */
 void es__live_harvest(void)
@@ -222,8 +187,36 @@ void es__live_harvest(void)
 	struct epoll_event h[64];
 	int n;
 	while (lfd >= 0 && (n = R_(epoll_wait)(lfd, h, 64, 0)) > 0) {
-		for (int i = 0; i < n; i++)
-			es__live_sock_do((int)(h[i].data.u64 >> 32), (uint32_t)h[i].data.u64, harvested, h[i].events);
+		for (int i = 0; i < n; i++) {
+			int fd = (int)(h[i].data.u64 >> 32);
+			uint32_t id = (uint32_t)h[i].data.u64;
+			/* the socket is another thread's, which may be closing (and
+			 * freeing) it: announced like a completion hook (the closer
+			 * waits for us before it frees), and never blocking on its lock
+			 * (a closer holds it while it waits) */
+			for (;;) {
+				atomic_fetch_add(&hooks_active, 1);
+				struct es_sock *s = es__sock(fd);
+				if (!s || s->ident != id) {
+					atomic_fetch_sub(&hooks_active, 1);
+					break;               /* closed since, or another socket now */
+				}
+				if (pthread_mutex_trylock(&s->lock)) {
+					atomic_fetch_sub(&hooks_active, 1);
+					sched_yield();
+					continue;
+				}
+				if (s->state == ES_EMP) {
+					es__kernel_check(s);
+				} else if (s->state == ES_CONNECTING && (h[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+					s->connected = 1;
+					es__sock_update(s, 1);
+				}
+				es__sock_unlock(s);
+				atomic_fetch_sub(&hooks_active, 1);
+				break;
+			}
+		}
 		if (n < 64)
 			break;
 	}

@@ -510,15 +510,10 @@ void es__process(struct es_sock *s)
  * its FINs: for the next second other connections get none (a dead peer with
  * many connections costs one grace, not one each). Bytes on the kernel
  * connection: the peer is not speaking EMP on it (negotiation never writes
- * there), so its stream cannot be trusted. Lock held.
- * async (an application's event loop or blocking wait found the end): the
- * grace is not waited for here, which held a single-threaded server 500 ms
- * whenever a client was killed (redis after a killed redis-benchmark: the
- * next client timed out); the connection stays as it is (readable at its
- * EMP FIN) and the reaper looks again at the grace's end. */
+ * there), so its stream cannot be trusted. Lock held. */
 #define ES_FIN_GRACE_NS 500000000ll
 static _Atomic int64_t grace_lost_at;
-void es__kernel_check(struct es_sock *s, int async)
+void es__kernel_check(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
 	if (!c || c->kdead)
@@ -529,28 +524,16 @@ void es__kernel_check(struct es_sock *s, int async)
 		return;
 	int e = n > 0 ? EPROTO : n < 0 ? errno : 0;
 	es__process(s);
-	int64_t now = es__now_ns(), end = c->keof_at ? c->keof_at + ES_FIN_GRACE_NS : now + ES_FIN_GRACE_NS;
+	int64_t now = es__now_ns(), end = now + ES_FIN_GRACE_NS;
 	if (now - atomic_load(&grace_lost_at) < 1000000000ll)
 		end = now;
-	if (async && !e && !c->rfin && now < end && !c->closing) {
-		if (!c->keof_at) {
-			emp_progress(c->ep);     /* a FIN already in the ring: taken now */
-			es__process(s);
-			if (!c->rfin && es__grace_add(s, end) == 0) {
-				c->keof_at = now;
-				return;
-			}
-		} else {
-			return;                  /* the reaper looks again at the end */
-		}
-	}
 	while (!e && !c->rfin && !c->err && es__now_ns() < end) {
 		emp_progress(c->ep);     /* our own completions wait (dirty): taken right here */
 		es__process(s);
 		if (!c->rfin)
 			sched_yield();
 	}
-	if (!e && !c->rfin && (end > now || c->keof_at))
+	if (!e && !c->rfin && end > now)
 		atomic_store(&grace_lost_at, es__now_ns());
 	c->kdead = 1;
 	if (e || !c->rfin)
