@@ -530,10 +530,10 @@ int es__negc_settle(struct es_sock *s)
 		if (emp || why)
 			break;
 		/* before an OFFER came, the kernel connection's end ends the wait
-		 * too; the side channel is read once more after it (an OFFER sent
-		 * before the server fell back and closed still counts) */
+		 * too (an OFFER sent before the server fell back and closed is
+		 * still read: the wait says look) */
 		int w = es__neg_wait(s, s->udp, s->ng.st == NG_WAIT, until, s->ng.st == NG_ACCEPTED, seq0);
-		look = (w & (NEG_LOOK | NEG_PEER_GONE)) != 0;
+		look = (w & NEG_LOOK) != 0;
 		gone = (w & NEG_PEER_GONE) != 0;
 	}
 	es__neg_close_udp(s);   /* from here on a late OFFER meets ICMP */

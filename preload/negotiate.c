@@ -192,8 +192,8 @@ unsigned es__neg_seq(struct es_sock *s)
  * wait: a spin, then one ppoll on the side channel, our eventfd and the
  * device). NEG_LOOK unless the wait ended on a change of the connection and
  * did not see the side channel readable (it need not be read now: a
- * datagram there ends the next wait at once); NEG_PEER_GONE with it when
- * the peer ended the kernel connection. */
+ * datagram there ends the next wait at once); NEG_PEER_GONE, with NEG_LOOK,
+ * when the peer ended the kernel connection. */
 int es__neg_wait(struct es_sock *s, int udp, int watch_peer, int64_t until, int want_engine, unsigned seq0)
 {
 	/* waiting for a side-channel message alone (a client before its
@@ -230,8 +230,10 @@ int es__neg_wait(struct es_sock *s, int udp, int watch_peer, int64_t until, int 
 			struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
 			R_(ppoll)(p, (nfds_t)np, &ts, NULL);
 		}
-		look = udp < 0 || p[1].revents || es__now_ns() >= until;
 		gone = pi >= 0 && (p[pi].revents & (POLLRDHUP | POLLHUP | POLLERR));
+		/* after the peer's end, the side channel once more: what it sent
+		 * before it (an ACCEPT, an OFFER) still counts */
+		look = udp < 0 || p[1].revents || gone || es__now_ns() >= until;
 	}
 	es__sock_lock(s);
 	es__waiter_del(s, &w);
