@@ -327,6 +327,8 @@ int es__negc_bind(struct es_sock *s, in_port_t port, const struct sockaddr_in *t
 void es__negs_listen(int fd);
 /* a negotiation on the server's (ip, port): keep its UDP guard (neglisten.c) */
 void es__negs_guard(const struct sockaddr_in *a);
+/* the process's negotiation counters, one debug line (the exit summary) */
+void es__neg_dump(void);
 /* bind() of a UDP socket failed with EADDRINUSE: 1 if a guard held that port and gave way */
 int es__negs_guard_yield(const struct sockaddr *sa, socklen_t len);
 /* The socket is going away (last fd closed): the responder lets go of it. */

@@ -204,6 +204,7 @@ static void dump_counters(void)
 	char line[1024];
 	if (es__g.ep && emp_counters_line(es__g.ep, line, sizeof line) > 0)
 		es__dbg("engine: %s", line);
+	es__neg_dump();
 }
 
 static void at_exit(void)

@@ -79,6 +79,14 @@ extern char *program_invocation_short_name;
 
 struct es_negstats es__negstats;
 
+void es__neg_dump(void)
+{
+	es__dbg("negotiation: forged %u, refused %u, plain %u, early %u, replayed %u, gone %u",
+		atomic_load(&es__negstats.forged), atomic_load(&es__negstats.refused),
+		atomic_load(&es__negstats.plain), atomic_load(&es__negstats.early),
+		atomic_load(&es__negstats.replayed), atomic_load(&es__negstats.gone));
+}
+
 void es__neg_count_forged(struct es_sock *s, const char *why)
 {
 	unsigned n = atomic_fetch_add(&es__negstats.forged, 1) + 1;
