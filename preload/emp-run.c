@@ -93,35 +93,40 @@ static int resolve(const char *prog, char *out, size_t len)
 	}
 }
 
-/* 0: nothing to do or done; 1: refused (message printed). */
-static int pass_net_raw(const char *prog, char *resolved, size_t len, int debug)
+/* 0: nothing to do or done; 1: refused (message printed). path: the program
+ * as execvp would find it, NULL if not found; *exec_path set when the
+ * program is to be run from path (the file that was checked) */
+static int pass_net_raw(const char *path, int *exec_path, int debug)
 {
 	struct __user_cap_data_struct d[2];
 	if (geteuid() == 0 || caps(d, 0) < 0 || !(d[0].permitted & NET_RAW_BIT) ||
 	    (d[0].effective & NET_RAW_BIT && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_NET_RAW, 0, 0) == 1))
 		return 0;              /* root, no capability to pass, or it is passed already */
 	struct stat st;
-	if (resolve(prog, resolved, len) < 0 || stat(resolved, &st) < 0)
+	if (!path)
 		return 0;              /* execvp reports it */
+	*exec_path = 1;
+	if (stat(path, &st) < 0)
+		return 0;              /* execv reports it */
 	if (st.st_mode & (S_ISUID | S_ISGID)) {
 		fprintf(stderr, "emp-run: refusing to run %s with CAP_NET_RAW: it is set-%s-ID (the kernel "
-			"would drop the capability and the loader the preload)\n", resolved,
+			"would drop the capability and the loader the preload)\n", path,
 			st.st_mode & S_ISUID ? "user" : "group");
 		return 1;
 	}
-	if (getxattr(resolved, "security.capability", NULL, 0) >= 0) {
+	if (getxattr(path, "security.capability", NULL, 0) >= 0) {
 		fprintf(stderr, "emp-run: refusing to run %s with CAP_NET_RAW: it has file capabilities of its "
-			"own (the kernel would drop the ambient capability and the loader the preload)\n", resolved);
+			"own (the kernel would drop the ambient capability and the loader the preload)\n", path);
 		return 1;
 	}
 	d[0].inheritable |= NET_RAW_BIT;
 	if (caps(d, 1) < 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_NET_RAW, 0, 0) < 0) {
 		fprintf(stderr, "emp-run: cannot pass CAP_NET_RAW on to %s: %s; it runs without (EMP unavailable)\n",
-			resolved, strerror(errno));
+			path, strerror(errno));
 		return 0;
 	}
 	if (debug)
-		fprintf(stderr, "emp-run: %s gets CAP_NET_RAW (ambient) for EMP's raw frames\n", resolved);
+		fprintf(stderr, "emp-run: %s gets CAP_NET_RAW (ambient) for EMP's raw frames\n", path);
 	return 0;
 }
 
@@ -167,11 +172,11 @@ static int prog_kind(const char *path)
 	return kind;
 }
 
-/* 1: refused (--strict), -1: go on, a warning printed (EMP cannot reach it), 0: go on */
-static int check_reach(const char *prog)
+/* 1: refused (--strict), -1: go on, a warning printed (EMP cannot reach it),
+ * 0: go on. path: the program as execvp would find it, NULL if not found */
+static int check_reach(const char *path)
 {
-	char path[PATH_MAX];
-	if (resolve(prog, path, sizeof path) < 0)
+	if (!path)
 		return 0;              /* execvp reports it */
 	int k = prog_kind(path);
 	if (k == PROG_OK)
@@ -515,7 +520,9 @@ int main(int argc, char **argv)
 		}
 	}
 
-	int told = check_reach(argv[i]);
+	char path[PATH_MAX];
+	const char *found = resolve(argv[i], path, sizeof path) == 0 ? path : NULL;
+	int told = check_reach(found);
 	if (told > 0)
 		return 1;
 	if (told < 0) {
@@ -525,12 +532,11 @@ int main(int argc, char **argv)
 	}
 	if (set_preload() < 0)
 		return 127;
-	char resolved[PATH_MAX];
-	resolved[0] = 0;
-	if (pass_net_raw(argv[i], resolved, sizeof resolved, debug))
+	int exec_path = 0;
+	if (pass_net_raw(found, &exec_path, debug))
 		return 126;
-	if (resolved[0])
-		execv(resolved, argv + i);      /* the file that was checked */
+	if (exec_path)
+		execv(path, argv + i);          /* the file that was checked */
 	else
 		execvp(argv[i], argv + i);
 	fprintf(stderr, "emp-run: %s: %s\n", argv[i], strerror(errno));
