@@ -18,8 +18,14 @@ static void settle_all(struct settles *st)
 {
 	for (int i = 0; i < st->n; i++) {
 		struct es_sock *s = es__sock(st->fd[i]);
-		if (s)
-			es__settle(st->fd[i], s);   /* negotiated: its readiness comes next round */
+		if (!s)
+			continue;
+		/* negotiated: its readiness comes next round. An accepted one is
+		 * looked at without waiting (its client may never answer) */
+		if (s->state == ES_PENDING && s->server)
+			es__settle_step(st->fd[i], s);
+		else
+			es__settle(st->fd[i], s);
 	}
 	st->n = 0;
 }
@@ -182,6 +188,8 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 		}
 		n = 0;
 		int64_t now = es__now_ns();
+		if (es__negq_due() <= now)
+			es__negq_tick(now);      /* negotiations due for a look: on their ready lists */
 		if (++set->kskip >= KLOOK_EVERY || now - set->klook_ns >= KLOOK_NS) {
 			/* the kernel fds get a look too, now and then (fairness: the
 			 * ready list alone could keep answering for ever) */
@@ -204,6 +212,14 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 		int64_t left = dl < 0 ? -1 : dl - es__now_ns();
 		if (left < 0 && dl >= 0)
 			left = 0;
+		/* a negotiation due for a look before the caller's timeout ends the
+		 * sleep (not the call: the loop goes round) */
+		int64_t nd = es__negq_due(), nleft = nd == INT64_MAX ? -1 : nd - es__now_ns();
+		if (nd != INT64_MAX && nleft < 0)
+			nleft = 1000000;         /* another thread is ticking */
+		int ntimer = nleft >= 0 && (left < 0 || nleft < left);
+		if (ntimer)
+			left = nleft;
 		if (!ep) {
 			struct epw a = { .set = set, .evs = evs, .max = max, .mask = mask };
 			int r = epw_sleep(&a, left);
@@ -238,7 +254,7 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 			if (!n)
 				continue;
 		}
-		if (n || r == 0)
+		if (n || (r == 0 && !ntimer))
 			return n;
 		if (dl >= 0 && es__now_ns() >= dl)
 			return 0;

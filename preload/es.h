@@ -156,6 +156,10 @@ struct es_negst {
 	uint32_t early;                  /* client: bytes of the first write sent right behind our HELLO (es__negc_early) */
 	struct {                         /* server: an OFFER out before the settle (es__settle_begin) */
 		int begun, accepted;
+		int stepped;                 /* an epoll wait runs it step by step (es__negs_step) */
+		unsigned queued;             /* in negqueue.c's list: the process generation + 1 (its lock) */
+		atomic_int kgone;            /* the liveness set saw the client's FIN or reset */
+		_Atomic int64_t due;         /* stepped: look again by then (negqueue.c) */
 		int64_t t0, dl, next, gap, icmp_grace, sent;
 		uint64_t acc[6];             /* the ACCEPT taken (struct neg_msg) */
 	} sv;
@@ -296,7 +300,7 @@ struct es_fork_lock {
 extern const struct es_fork_lock es__fork_locks[];
 extern const int es__fork_nlocks;
 /* the locks, each owned by its file (fork.c only lists them) */
-extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombies,
+extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombies, *const es__lk_negq,
 	*const es__lk_global, *const es__lk_settle, *const es__lk_fdtab, *const es__lk_live,
 	*const es__lk_lids, *const es__lk_guard, *const es__lk_zwait, *const es__lk_rand,
 	*const es__lk_resolve, *const es__lk_hold;
@@ -353,6 +357,11 @@ int es__settle(int fd, struct es_sock *s);
  * backlog of connections sends every OFFER at once, not one round trip each.
  * Returns the state as es__settle does. */
 int es__settle_begin(int fd, struct es_sock *s);
+/* An epoll wait's look at an accepted socket whose OFFER is out: one step of
+ * its negotiation without waiting (none if another thread settles it);
+ * undecided, it comes back on its sets' ready lists when something changes
+ * (negserver.c: es__negs_step). Returns the state as es__settle does. */
+int es__settle_step(int fd, struct es_sock *s);
 /* fd goes to another process (SCM_RIGHTS) before its first use here: an
  * accepted socket whose negotiation has not begun is left to that process
  * (kernel TCP in this one: this process's own later calls, an epoll_ctl or
@@ -465,6 +474,18 @@ int es__live_fd(void);
 void es__live_add(struct es_sock *s);         /* state EMP or CONNECTING */
 void es__live_del(struct es_sock *s);
 void es__live_harvest(void);                  /* after the live fd was readable */
+/* a socket by fd and ident for a thread that does not own it (ready.c):
+ * locked, or NULL when it is gone (or, with busy, locked by another thread:
+ * *busy set); es__sock_ungrab unlocks it */
+struct es_sock *es__sock_grab(int fd, uint32_t id, int *busy);
+void es__sock_ungrab(struct es_sock *s);
+/* negqueue.c: accepted sockets an epoll wait negotiates step by step: look
+ * at s (fd) again by until; the earliest such time (INT64_MAX: none); put
+ * those due by now on their sets' ready lists */
+void es__negq_later(int fd, struct es_sock *s, int64_t until);
+int64_t es__negq_due(void);
+void es__negq_tick(int64_t now);
+void es__negq_atfork_child(void);
 /* one wait on kernel fds beside the engine (negotiation, blocking I/O): spins
  * and drives the engine, sleeps in ppoll on p[] + the device; returns 1 when
  * wk was hit, 2 when p[] has events, 0 timeout, -EINTR */

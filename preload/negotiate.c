@@ -452,6 +452,21 @@ int es__settle_begin(int fd, struct es_sock *s)
 	return res;
 }
 
+int es__settle_step(int fd, struct es_sock *s)
+{
+	int res;
+	if (!claim_server(fd, s, 0, &res))
+		return res;          /* decided, or another thread settles it */
+	int e = errno;
+	es__reap_hold();
+	res = es__negs_step(fd, s);
+	es__reap_release();
+	if (res != ES_FAILED)
+		errno = e;
+	settle_end(s, res);
+	return res;
+}
+
 ssize_t es__settle_early(int fd, struct es_sock *s, const struct iovec *iov, int n, int flags)
 {
 	pthread_mutex_lock(&settle_mu);

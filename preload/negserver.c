@@ -156,8 +156,105 @@ static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_m
 		memcpy(s->ng.sv.acc, acc, sizeof *acc);
 		s->ng.ckey = m.ckey;
 		s->ng.sv.accepted = 1;
+		/* its HELLO left right behind the ACCEPT: the short bound from
+		 * here for the proof (a stepped socket's bound was the long one) */
+		int64_t pdl = es__now_ns() + es__g.neg_ms * 1000000ll;
+		if (s->ng.sv.stepped && pdl < s->ng.sv.dl)
+			s->ng.sv.dl = pdl;
 		return 0;   /* what follows (a REJECT, a copy) is read at the next look */
 	}
+}
+
+/* One look at everything the server waits for: the OFFER again when its
+ * gap is over, the side channel (look: always before the ACCEPT), the
+ * client's end (gone: its FIN or reset is in), its HELLO, the bound. The
+ * decision (es__settle's states), or ES_PENDING with *until the time to look
+ * again at the latest and *seq0 the connection's change count before this
+ * look (es__neg_wait ends when it moves). */
+static int sv_step(struct es_sock *s, int look, int gone, int64_t *until, unsigned *seq0)
+{
+	emp_endpoint_t *ep = es__engine();
+	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
+	struct neg_msg o, acc;
+	memcpy(&acc, s->ng.sv.acc, sizeof acc);
+	*seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
+	int64_t now = es__now_ns();
+	int refused = 0;
+	if (!s->ng.sv.accepted && now >= s->ng.sv.next) {
+		es__neg_fill(&o, N_OFFER, s);
+		if (R_(send)(s->udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
+			refused = 1;
+		else
+			s->ng.sv.sent = now;
+		s->ng.sv.next = now + s->ng.sv.gap;
+		/* stepped, past the short bound: the client is slow or mute, and
+		 * the resends thin out (up to one a second) */
+		if (s->ng.sv.gap < 20000000 ||
+		    (s->ng.sv.stepped && now - s->ng.sv.t0 > es__g.neg_ms * 1000000ll && s->ng.sv.gap < 1000000000))
+			s->ng.sv.gap *= 2;
+	}
+	/* before the ACCEPT always (the client's HELLO may have ended
+	 * the wait while the ACCEPT waits unread: the wait's spin does not
+	 * look at the side channel); after it only when the wait says so */
+	int res = look || !s->ng.sv.accepted ? sv_read(s, ep, host, &acc, &refused) : 0;
+	if (res)
+		return res;
+	/* A client that ended the connection without answering will not
+	 * (its process exited, or it closed the socket before its OFFER
+	 * came: wrk at the end of a run, a port scan); nor will one that
+	 * went on without EMP and is done. Waiting out the bound held a
+	 * single-threaded server 250-500 ms per such connection, and the
+	 * live ones queued behind them timed out (a node server after
+	 * one `wrk -c 50` run with new connections served none over EMP
+	 * for seconds). The side channel was read after the FIN was seen:
+	 * an ACCEPT sent before it is in. */
+	if (gone && !s->ng.sv.accepted) {
+		atomic_fetch_add(&es__negstats.gone, 1);
+		return es__neg_fallback(s, "the client ended the connection before answering the EMP offer");
+	}
+	/* an OFFER sent within the grace (the last one that went) met a
+	 * client not bound yet: again soon */
+	if (refused && s->ng.sv.sent >= s->ng.sv.icmp_grace)
+		return es__neg_fallback(s, "client host refused the offer (plain program)");
+	if (refused) {
+		s->ng.sv.next = now + 200000;
+		s->ng.sv.gap = OFFER_GAP_NS;
+		if (now >= s->ng.sv.icmp_grace)
+			s->ng.sv.icmp_grace = now;   /* the next refusal decides */
+	}
+	if (s->ng.sv.accepted && es__conn_hello_seen(s)) {
+		if (es__conn_hello_ep(s) != ntohs(acc.ep)) {
+			send_reject(s);
+			return es__neg_fallback(s, "the client's HELLO came from another endpoint");
+		}
+		if (take_proof(s, &acc) < 0)
+			return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
+		return es__neg_finish_emp(s);
+	}
+	/* after its ACCEPT, a client whose HELLO has not come and whose
+	 * kernel connection ended (killed between the two, or its program
+	 * closed the socket unused) will not prove itself: its HELLO went
+	 * before its FIN, and an EMP close sends the FIN only after the
+	 * last message, which is acknowledged after the HELLO was seen
+	 * here (the check above) */
+	if (gone) {
+		atomic_fetch_add(&es__negstats.gone, 1);
+		send_reject(s);
+		return es__neg_fallback(s, "the client ended the connection before its EMP endpoint confirmed");
+	}
+	int64_t dl = s->ng.sv.dl;
+	if (now >= dl) {
+		send_reject(s);
+		if (s->ng.sv.accepted) {
+			unsigned n = atomic_fetch_add(&es__negstats.refused, 1) + 1;
+			es__log("connection from %s:%u: the endpoint its ACCEPT named (%u) never proved itself: refused (%u so far)",
+				inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port), ntohs(acc.ep), n);
+			return es__neg_fallback(s, "the client's endpoint did not confirm EMP");
+		}
+		return es__neg_fallback(s, "client did not answer the EMP offer");
+	}
+	*until = s->ng.sv.accepted ? dl : (s->ng.sv.next < dl ? s->ng.sv.next : dl);
+	return ES_PENDING;
 }
 
 int es__negs_settle(struct es_sock *s)
@@ -166,96 +263,56 @@ int es__negs_settle(struct es_sock *s)
 	int res;
 	if (!s->ng.sv.begun && es__negs_begin(s, &res))
 		return res;
-	emp_endpoint_t *ep = es__engine();
-	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
-	int udp = s->udp;
-	struct neg_msg o, acc;
-	memcpy(&acc, s->ng.sv.acc, sizeof acc);
-	es__neg_fill(&o, N_OFFER, s);
 	/* an OFFER sent early may have waited on a busy loop's ready list: the
 	 * bound counts from this settle too (the client waits while it hears
 	 * OFFERs: EMP_NEG_TIMEOUT_KNOWN_MS); an OFFER more than a gap old goes again */
 	int64_t t1 = es__now_ns() + es__g.neg_ms * 1000000ll;
-	if (t1 > s->ng.sv.dl)
+	if (t1 > s->ng.sv.dl && !s->ng.sv.stepped)
 		s->ng.sv.dl = t1;
 	int look = 1;   /* read the side channel (es__neg_wait says when it need not) */
-	int gone = 0;   /* the client's FIN or reset came before its proof */
+	int gone = atomic_load(&s->ng.sv.kgone);   /* the client's FIN or reset came before its proof */
 	for (;;) {
-		unsigned seq0 = es__neg_seq(s);   /* before looking: a change after it ends the wait */
-		int64_t now = es__now_ns();
-		int refused = 0;
-		if (!s->ng.sv.accepted && now >= s->ng.sv.next) {
-			if (R_(send)(udp, &o, sizeof o, MSG_DONTWAIT) < 0 && errno == ECONNREFUSED)
-				refused = 1;
-			else
-				s->ng.sv.sent = now;
-			s->ng.sv.next = now + s->ng.sv.gap;
-			if (s->ng.sv.gap < 20000000)
-				s->ng.sv.gap *= 2;
-		}
-		/* before the ACCEPT always (the client's HELLO may have ended
-		 * the wait while the ACCEPT waits unread: the wait's spin does not
-		 * look at the side channel); after it only when the wait says so */
-		int res = look || !s->ng.sv.accepted ? sv_read(s, ep, host, &acc, &refused) : 0;
-		if (res)
-			return res;
-		/* A client that ended the connection without answering will not
-		 * (its process exited, or it closed the socket before its OFFER
-		 * came: wrk at the end of a run, a port scan); nor will one that
-		 * went on without EMP and is done. Waiting out the bound held a
-		 * single-threaded server 250-500 ms per such connection, and the
-		 * live ones queued behind them timed out (a node server after
-		 * one `wrk -c 50` run with new connections served none over EMP
-		 * for seconds). The side channel was read after the FIN was seen:
-		 * an ACCEPT sent before it is in. */
-		if (gone && !s->ng.sv.accepted) {
-			atomic_fetch_add(&es__negstats.gone, 1);
-			return es__neg_fallback(s, "the client ended the connection before answering the EMP offer");
-		}
-		/* an OFFER sent within the grace (the last one that went) met a
-		 * client not bound yet: again soon */
-		if (refused && s->ng.sv.sent >= s->ng.sv.icmp_grace)
-			return es__neg_fallback(s, "client host refused the offer (plain program)");
-		if (refused) {
-			s->ng.sv.next = now + 200000;
-			s->ng.sv.gap = OFFER_GAP_NS;
-			if (now >= s->ng.sv.icmp_grace)
-				s->ng.sv.icmp_grace = now;   /* the next refusal decides */
-		}
-		if (s->ng.sv.accepted && es__conn_hello_seen(s)) {
-			if (es__conn_hello_ep(s) != ntohs(acc.ep)) {
-				send_reject(s);
-				return es__neg_fallback(s, "the client's HELLO came from another endpoint");
-			}
-			if (take_proof(s, &acc) < 0)
-				return es__neg_fallback(s, "cannot set up EMP (descriptors, peers?)");
-			return es__neg_finish_emp(s);
-		}
-		/* after its ACCEPT, a client whose HELLO has not come and whose
-		 * kernel connection ended (killed between the two, or its program
-		 * closed the socket unused) will not prove itself: its HELLO went
-		 * before its FIN, and an EMP close sends the FIN only after the
-		 * last message, which is acknowledged after the HELLO was seen
-		 * here (the check above) */
-		if (gone) {
-			atomic_fetch_add(&es__negstats.gone, 1);
-			send_reject(s);
-			return es__neg_fallback(s, "the client ended the connection before its EMP endpoint confirmed");
-		}
-		int64_t dl = s->ng.sv.dl;
-		if (now >= dl) {
-			send_reject(s);
-			if (s->ng.sv.accepted) {
-				unsigned n = atomic_fetch_add(&es__negstats.refused, 1) + 1;
-				es__log("connection from %s:%u: the endpoint its ACCEPT named (%u) never proved itself: refused (%u so far)",
-					inet_ntoa(s->remote.sin_addr), ntohs(s->remote.sin_port), ntohs(acc.ep), n);
-				return es__neg_fallback(s, "the client's endpoint did not confirm EMP");
-			}
-			return es__neg_fallback(s, "client did not answer the EMP offer");
-		}
-		int64_t until = s->ng.sv.accepted ? dl : (s->ng.sv.next < dl ? s->ng.sv.next : dl);
-		int w = es__neg_wait(s, udp, 1, until, 1, seq0);
+		int64_t until;
+		unsigned seq0;
+		int r = sv_step(s, look, gone, &until, &seq0);
+		if (r != ES_PENDING)
+			return r;
+		int w = es__neg_wait(s, s->udp, 1, until, 1, seq0);
 		look = w & NEG_LOOK;
 		gone = (w & NEG_PEER_GONE) != 0;
 	}
+}
+
+/* The same without waiting, for an epoll wait that took the socket from its
+ * ready list (epwait.c): one look, and, undecided, the socket is looked at
+ * again when its kernel connection changes (the liveness set: the client's
+ * FIN, its bytes), when its connection does (the client's HELLO), and when
+ * its OFFER is due again or its bound is over (negqueue.c). So a client that
+ * never answers holds nobody: a single-threaded server serves the others
+ * while it waits out the bound in the background (a blocking settle held it
+ * for the bound, 500 ms, per such connection). */
+int es__negs_step(int fd, struct es_sock *s)
+{
+	int res;
+	if (!s->ng.sv.begun && es__negs_begin(s, &res))
+		return res;
+	if (!s->ng.sv.stepped) {
+		s->ng.sv.stepped = 1;
+		es__live_add(s);   /* its kernel socket's changes put it on its sets' ready lists */
+		/* Waiting costs this server nothing now, and a client that is
+		 * only slow (its process busy: 1000 connections from 4 hosts at
+		 * once, t_fault_load) gets the bound a client gives a server known
+		 * to speak EMP for its ACCEPT; a blocking settle waited the short
+		 * bound from its own start, connection after connection. One that
+		 * is gone ends it at once (its FIN), a plain one by ICMP; after
+		 * the ACCEPT the proof has the short bound (sv_read). */
+		int ms = es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
+		s->ng.sv.dl = s->ng.sv.t0 + ms * 1000000ll;
+	}
+	int64_t until;
+	unsigned seq0;
+	res = sv_step(s, 1, atomic_load(&s->ng.sv.kgone), &until, &seq0);
+	if (res == ES_PENDING)
+		es__negq_later(fd, s, until);
+	return res;
 }

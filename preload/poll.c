@@ -43,7 +43,8 @@ static int emp_ready(struct pollfd *fds, struct es_sock **ss, nfds_t n)
 	for (nfds_t i = 0; i < n; i++) {
 		if (!ss[i])
 			continue;
-		fds[i].revents = (short)es__ready_for(ss[i], (unsigned short)fds[i].events);
+		fds[i].revents = es__st_undecided(ss[i]) ? 0 :
+				 (short)es__ready_for(ss[i], (unsigned short)fds[i].events);
 		if (fds[i].revents)
 			k++;
 	}
@@ -72,17 +73,44 @@ struct pcall {
 	struct es_wake wk;
 	int64_t dl;
 	const sigset_t *mask;
+	int npend;                       /* accepted sockets still negotiating (stepped, in ss) */
+	int64_t pdue;                    /* the earliest time one of them must be looked at again */
 };
 
-/* settle what is undecided, put a waiter on each EMP socket, the rest in t */
+/* an accepted socket still negotiating after its step: no events, waited
+ * on like an EMP socket (its client's HELLO wakes the call), looked at
+ * again when the call starts over */
+static int stepping(const struct es_sock *s)
+{
+	return s->state == ES_PENDING && s->server;
+}
+
+/* settle what is undecided (an accepted socket one step, without waiting:
+ * its client may never answer), put a waiter on each EMP socket, the rest
+ * in t */
 static void pc_arm(struct pcall *pc)
 {
 	pc->nk = 0;
+	pc->npend = 0;
+	pc->pdue = INT64_MAX;
 	for (nfds_t i = 0; i < pc->n; i++) {
 		struct es_sock *s = es__sock_get(pc->fds[i].fd);   /* held until the call returns */
-		if (s && es__st_undecided(s))
+		if (s && stepping(s))
+			es__settle_step(pc->fds[i].fd, s);
+		else if (s && es__st_undecided(s))
 			es__settle(pc->fds[i].fd, s);
-		pc->ss[i] = s && es__st_ours(s) && es__sock(pc->fds[i].fd) == s ? s : NULL;
+		int pend = s && stepping(s) && es__sock(pc->fds[i].fd) == s;
+		if (pend) {
+			pc->npend++;
+			/* a time already past: another thread settles it (its
+			 * decision wakes us), or one ticks it; look again in 1 ms */
+			int64_t d = atomic_load(&s->ng.sv.due), soon = es__now_ns() + 1000000;
+			if (d < soon)
+				d = soon;
+			if (d < pc->pdue)
+				pc->pdue = d;
+		}
+		pc->ss[i] = s && (pend || es__st_ours(s)) && es__sock(pc->fds[i].fd) == s ? s : NULL;
 		if (s && !pc->ss[i])
 			es__sock_put(s);
 		pc->fds[i].revents = 0;
@@ -92,7 +120,7 @@ static void pc_arm(struct pcall *pc)
 			/* woken when what it asks for is ready (emp_ready's look),
 			 * not by every change (a send's completion, for a poll
 			 * that waits for the reply: a wake and a sleep again) */
-			pc->w[i].want = (unsigned short)pc->fds[i].events | POLLERR | POLLHUP;
+			pc->w[i].want = pend ? 0 : (unsigned short)pc->fds[i].events | POLLERR | POLLHUP;
 			es__sock_unlock(pc->ss[i]);
 		} else {
 			pc->map[pc->nk] = (int)i;
@@ -116,7 +144,8 @@ static void pc_disarm(struct pcall *pc)
 }
 
 /* wait until something is ready: the count (revents filled), 0 at the
- * deadline, -1 EINTR, -2 a connect in progress finished (settle, arm again) */
+ * deadline, -1 EINTR, -2 a connect in progress finished, or a negotiating
+ * socket may have moved (settle, arm again) */
 static int pc_wait(struct pcall *pc)
 {
 	int nk = pc->nk;
@@ -130,8 +159,13 @@ static int pc_wait(struct pcall *pc)
 			klook_busy = kready;
 		} else if (!ready) {
 			int64_t now = es__now_ns();
-			int r = es__wait_fds(&pc->wk, pc->t, nk + 2, pc->dl < 0 ? -1 : pc->dl > now ? pc->dl - now : 0,
-					     pc->mask);
+			int64_t left = pc->dl < 0 ? -1 : pc->dl > now ? pc->dl - now : 0;
+			if (pc->npend && pc->pdue != INT64_MAX) {
+				int64_t p = pc->pdue > now ? pc->pdue - now : 0;
+				if (left < 0 || p < left)
+					left = p;    /* its OFFER goes again, or its bound is over */
+			}
+			int r = es__wait_fds(&pc->wk, pc->t, nk + 2, left, pc->mask);
 			if (r == -EINTR) {
 				errno = EINTR;
 				return -1;
@@ -162,6 +196,8 @@ static int pc_wait(struct pcall *pc)
 			return ready;
 		if (pc->dl >= 0 && es__now_ns() >= pc->dl)
 			return 0;
+		if (pc->npend)
+			return -2;           /* a HELLO, its client's FIN, a time: one more step */
 	}
 }
 
@@ -191,7 +227,8 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 		pc_disarm(&pc);
 		if (ret != -2)
 			break;
-		/* a non-blocking connect finished: negotiate, then start over */
+		/* a non-blocking connect finished: negotiate, then start over (an
+		 * accepted socket that negotiates is stepped by the next arm) */
 		for (nfds_t i = 0; i < n; i++) {
 			struct es_sock *s = es__sock_get(fds[i].fd);
 			if (s && s->state == ES_CONNECTING)

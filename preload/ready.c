@@ -179,8 +179,42 @@ void es__live_del(struct es_sock *s)
 	s->live = 0;
 }
 
+/* The socket fd names if it is still the one with this ident, locked, for a
+ * thread that does not own it: announced like a completion hook (a closer
+ * waits for us before it frees it) and never blocking on its lock (a closer
+ * holds it while it waits). NULL when it is gone or another socket now, or,
+ * with busy, when its lock is taken (*busy set; else this waits for it). */
+struct es_sock *es__sock_grab(int fd, uint32_t id, int *busy)
+{
+	for (;;) {
+		atomic_fetch_add(&hooks_active, 1);
+		struct es_sock *s = es__sock(fd);
+		if (!s || s->ident != id) {
+			atomic_fetch_sub(&hooks_active, 1);
+			return NULL;
+		}
+		if (pthread_mutex_trylock(&s->lock) == 0)
+			return s;
+		atomic_fetch_sub(&hooks_active, 1);
+		if (busy) {
+			*busy = 1;
+			return NULL;
+		}
+		sched_yield();
+	}
+}
+
+void es__sock_ungrab(struct es_sock *s)
+{
+	es__sock_unlock(s);
+	atomic_fetch_sub(&hooks_active, 1);
+}
+
 /* Sockets the liveness set named: an EMP connection's kernel socket saw
- * EOF/RST (es__kernel_check decides), or a connect finished. */
+ * EOF/RST (es__kernel_check decides), a connect finished, or an accepted
+ * socket whose negotiation an epoll wait runs (es__negs_step) heard from
+ * its client's kernel socket: its end, or bytes (a client that went on
+ * without EMP) -- the wait looks at it again. */
 void es__live_harvest(void)
 {
 	int lfd = es__live_fd();
@@ -188,34 +222,20 @@ void es__live_harvest(void)
 	int n;
 	while (lfd >= 0 && (n = R_(epoll_wait)(lfd, h, 64, 0)) > 0) {
 		for (int i = 0; i < n; i++) {
-			int fd = (int)(h[i].data.u64 >> 32);
-			uint32_t id = (uint32_t)h[i].data.u64;
-			/* the socket is another thread's, which may be closing (and
-			 * freeing) it: announced like a completion hook (the closer
-			 * waits for us before it frees), and never blocking on its lock
-			 * (a closer holds it while it waits) */
-			for (;;) {
-				atomic_fetch_add(&hooks_active, 1);
-				struct es_sock *s = es__sock(fd);
-				if (!s || s->ident != id) {
-					atomic_fetch_sub(&hooks_active, 1);
-					break;               /* closed since, or another socket now */
-				}
-				if (pthread_mutex_trylock(&s->lock)) {
-					atomic_fetch_sub(&hooks_active, 1);
-					sched_yield();
-					continue;
-				}
-				if (s->state == ES_EMP) {
-					es__kernel_check(s);
-				} else if (s->state == ES_CONNECTING && (h[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-					s->connected = 1;
-					es__sock_update(s, 1);
-				}
-				es__sock_unlock(s);
-				atomic_fetch_sub(&hooks_active, 1);
-				break;
+			struct es_sock *s = es__sock_grab((int)(h[i].data.u64 >> 32), (uint32_t)h[i].data.u64, NULL);
+			if (!s)
+				continue;            /* closed since, or another socket now */
+			if (s->state == ES_EMP) {
+				es__kernel_check(s);
+			} else if (s->state == ES_CONNECTING && (h[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+				s->connected = 1;
+				es__sock_update(s, 1);
+			} else if (s->state == ES_PENDING && s->server) {
+				if (h[i].events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+					atomic_store(&s->ng.sv.kgone, 1);
+				es__sock_update(s, 1);
 			}
+			es__sock_ungrab(s);
 		}
 		if (n < 64)
 			break;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_neg_backlog: connections the kernel delays before the server can offer EMP. (1) A preloaded server's listener gets an accept queue of at least EMP_LISTEN_MIN_BACKLOG (1024) where the program asks for 1, so a burst of 12 fresh client processes against a server that is not accepting yet overflows nothing (with the program's own backlog the kernel counts overflows: dropped SYNs and handshake ACKs, each a second's delay) and every one echoes intact over EMP under --strict. (2) A client whose first SYN is lost (an nft rule drops it; the kernel sends it again after 1 s) still gets EMP under --strict with the default 500 ms bound, blocking and non-blocking connect: the bound counts from the handshake's end, not from connect(). (3) Clients that ended their connections while they waited in a single-threaded server's accept queue (a process that connected 16 sockets and exited, as wrk does at the end of a run) cost the server no wait: it sees their FIN while it waits for their ACCEPT and moves on, so a live --strict client queued behind them still gets EMP within its bound (before, each cost 250-500 ms, 4-8 s in all, and the live client fell back or, strict, failed). (4) A server killed while a client's connection waits in its accept queue: the kernel resets the connection, and the client, whose bound is 5 s (it has had an OFFER from that server), ends its wait for an OFFER on the reset and hears it at once (before: after its bound).
+# t_neg_backlog: connections the kernel delays before the server can offer EMP. (1) A preloaded server's listener gets an accept queue of at least EMP_LISTEN_MIN_BACKLOG (1024) where the program asks for 1, so a burst of 12 fresh client processes against a server that is not accepting yet overflows nothing (with the program's own backlog the kernel counts overflows: dropped SYNs and handshake ACKs, each a second's delay) and every one echoes intact over EMP under --strict. (2) A client whose first SYN is lost (an nft rule drops it; the kernel sends it again after 1 s) still gets EMP under --strict with the default 500 ms bound, blocking and non-blocking connect: the bound counts from the handshake's end, not from connect(). (3) Clients that ended their connections while they waited in a single-threaded server's accept queue (a process that connected 16 sockets and exited, as wrk does at the end of a run) cost the server no wait: it sees their FIN while it waits for their ACCEPT and moves on, so a live --strict client queued behind them still gets EMP within its bound (before, each cost 250-500 ms, 4-8 s in all, and the live client fell back or, strict, failed). (4) A server killed while a client's connection waits in its accept queue: the kernel resets the connection, and the client, whose bound is 5 s (it has had an OFFER from that server), ends its wait for an OFFER on the reset and hears it at once (before: after its bound). (5) Clients that mark their SYNs and bind their UDP twins but never answer the OFFER (hostile, or stopped in a debugger) hold nobody: a single-threaded epoll server negotiates them in the background, a live --strict client behind 8 of them gets EMP within its 500 ms bound (before: the server waited out each one's bound in turn, 4 s, and the live client was refused), and each mute one is refused when its own bound passes, with nothing arriving to wake the server for it.
 # timeout: 90
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 cluster_up
@@ -139,3 +139,33 @@ ms=$(awk '/^second:/ { print $(NF - 1) }' "$T/twice.log")
 expect "the client's wait ended on the reset: the server ended the connection before offering EMP" grep -q "ended the connection before offering EMP" "$T/twice.log"
 expect "the second connection failed (reset), not echoed" bash -c "grep -q '^second:' '$T/twice.log' && ! grep -q '^second: ok' '$T/twice.log'"
 at_most "ms until the client heard of it (its bound: 5000)" "${ms:-99999}" 3000
+
+# (5) mute clients, against a single-threaded server over epoll (connt)
+# and one over poll (negbacklog.py pollserver). The server's bound for a
+# client that does not answer is 1.5 s here (EMP_NEG_TIMEOUT_KNOWN_MS; default
+# 5 s); the mute process holds its 8 connections for 4 s, so their refusals
+# are the bound's, not their FINs.
+mute_case() { # mute_case PORT LABEL SERVER...
+	local port=$1 label=$2 lrc ms n f0 t0 mp; shift 2
+	bg 2 "$T/server$port.log" env EMP_NEG_TIMEOUT_KNOWN_MS=1500 "$ER" --strict "$@" "$port"
+	wait_port 2 "$port"
+	bg 1 "$T/mute$port.log" python3 "$NB" mute 10.77.0.2 "$port" 8 4
+	mp=${PIDS[-1]}
+	for i in $(seq 250); do grep -q "8 connected" "$T/mute$port.log" && break; sleep 0.02; done
+	expect "$label: 8 mute connections are up" grep -q "8 connected" "$T/mute$port.log"
+	f0=$(emp_rx 2)
+	t0=$(date +%s%N)
+	lrc=0; on 1 "$ER" --strict "$CONNT" client 10.77.0.2 "$port" 1 4000 > "$T/live$port.log" 2>&1 || lrc=$?
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	echo "$label: live client behind 8 mute ones (rc $lrc, $ms ms): $(cat "$T/live$port.log")"
+	expect "$label: the live --strict client behind 8 mute connections echoed intact over EMP" [ "$lrc" = 0 ]
+	at_least "$label: EMP frames into the server for it" $(( $(emp_rx 2) - f0 )) 4
+	for i in $(seq 150); do [ "$(grep -c 'did not answer the EMP offer' "$T/server$port.log")" -ge 8 ] && break; sleep 0.02; done
+	n=$(grep -c 'did not answer the EMP offer' "$T/server$port.log" || true)
+	expect "$label: each mute connection was refused at the server's bound (8 logged: $n)" [ "$n" = 8 ]
+	expect "$label: ... while the mute process still held its connections" kill -0 "$mp"
+	lrc=0; on 1 "$ER" --strict "$CONNT" client 10.77.0.2 "$port" 3 4000 > "$T/live${port}b.log" 2>&1 || lrc=$?
+	expect "$label: new --strict clients are served after the refusals: $(cat "$T/live${port}b.log")" [ "$lrc" = 0 ]
+}
+mute_case 7346 epoll "$CONNT" server
+mute_case 7347 poll python3 "$NB" pollserver

@@ -14,6 +14,16 @@
   negbacklog.py gone HOST PORT N            N connections, non-blocking: wait until the
                                             kernel finished each handshake (POLLOUT), then
                                             exit without using them (wrk at the end of a run)
+  negbacklog.py pollserver PORT            a single-threaded echo server over poll(2):
+                                            non-blocking sockets, one poll for all
+  negbacklog.py mute HOST PORT N SECONDS   N connections whose SYNs carry the EMP mark
+                                            (IP TTL 105), each with its UDP twin bound
+                                            and connected as a preloaded client's is,
+                                            so the server's OFFERs arrive and draw no
+                                            ICMP, but nothing ever answers them (a
+                                            hostile client, or one stopped in a
+                                            debugger); "N connected" once all are,
+                                            then holds them SECONDS and exits
 """
 import os
 import select
@@ -119,6 +129,65 @@ def gone(host, port, n):
     print("%d connected, leaving" % n, flush=True)
 
 
+def pollserver(port):
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port))
+    l.listen(128)
+    l.setblocking(False)
+    p = select.poll()
+    p.register(l, select.POLLIN)
+    conns = {}
+    print("listening", flush=True)
+    while True:
+        for fd, ev in p.poll():
+            if fd == l.fileno():
+                try:
+                    c, _ = l.accept()
+                except BlockingIOError:
+                    continue
+                c.setblocking(False)
+                conns[c.fileno()] = c
+                p.register(c, select.POLLIN)
+                continue
+            c = conns[fd]
+            try:
+                b = c.recv(65536)
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                print("conn: %s" % e, flush=True)
+                b = b""
+            if b:
+                c.setblocking(True)
+                try:
+                    c.sendall(b)
+                    c.setblocking(False)
+                    continue
+                except OSError as e:
+                    print("conn: %s" % e, flush=True)
+            p.unregister(fd)
+            del conns[fd]
+            c.close()
+
+
+def mute(host, port, n, secs):
+    keep = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 105)
+        s.bind(("0.0.0.0", 0))
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        u.bind(("0.0.0.0", s.getsockname()[1]))
+        u.connect((host, port))
+        s.settimeout(10)
+        s.connect((host, port))
+        keep += [s, u]
+    print("%d connected" % n, flush=True)
+    time.sleep(secs)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "server":
         server(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
@@ -126,7 +195,12 @@ if __name__ == "__main__":
         twice(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "gone":
         gone(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "pollserver":
+        pollserver(int(sys.argv[2]))
+    elif sys.argv[1] == "mute":
+        mute(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     elif sys.argv[1] == "nbclient":
         nbclient(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
         sys.exit(__doc__)
+
