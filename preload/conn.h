@@ -80,6 +80,7 @@ struct es_conn {
 	int tail_bulk;                   /* the last staged slot was begun because the one before, still in flight, filled up: a bulk stream, whose tail is not held for the rest of an event-loop round (hold.c) */
 	/* state */
 	int err, err_told, kdead, shut_rd, shut_wr;
+	int64_t kgrace;                  /* the kernel connection ended: the peer's EMP FIN awaited until then (es__kernel_check without waiting) */
 	int leak;
 	/* closing: after close() the connection lingers as a zombie until both
 	 * sides said BYE: the last message each sends on the connection, once its

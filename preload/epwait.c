@@ -188,8 +188,8 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 		}
 		n = 0;
 		int64_t now = es__now_ns();
-		if (es__negq_due() <= now)
-			es__negq_tick(now);      /* negotiations due for a look: on their ready lists */
+		if (es__tq_due() <= now)
+			es__tq_tick(now);        /* sockets due for a look (negotiations, graces) */
 		if (++set->kskip >= KLOOK_EVERY || now - set->klook_ns >= KLOOK_NS) {
 			/* the kernel fds get a look too, now and then (fairness: the
 			 * ready list alone could keep answering for ever) */
@@ -212,9 +212,9 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 		int64_t left = dl < 0 ? -1 : dl - es__now_ns();
 		if (left < 0 && dl >= 0)
 			left = 0;
-		/* a negotiation due for a look before the caller's timeout ends the
+		/* a socket due for a look before the caller's timeout ends the
 		 * sleep (not the call: the loop goes round) */
-		int64_t nd = es__negq_due(), nleft = nd == INT64_MAX ? -1 : nd - es__now_ns();
+		int64_t nd = es__tq_due(), nleft = nd == INT64_MAX ? -1 : nd - es__now_ns();
 		if (nd != INT64_MAX && nleft < 0)
 			nleft = 1000000;         /* another thread is ticking */
 		int ntimer = nleft >= 0 && (left < 0 || nleft < left);

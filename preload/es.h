@@ -157,9 +157,7 @@ struct es_negst {
 	struct {                         /* server: an OFFER out before the settle (es__settle_begin) */
 		int begun, accepted;
 		int stepped;                 /* an epoll wait runs it step by step (es__negs_step) */
-		unsigned queued;             /* in negqueue.c's list: the process generation + 1 (its lock) */
 		atomic_int kgone;            /* the liveness set saw the client's FIN or reset */
-		_Atomic int64_t due;         /* stepped: look again by then (negqueue.c) */
 		int64_t t0, dl, next, gap, icmp_grace, sent;
 		uint64_t acc[6];             /* the ACCEPT taken (struct neg_msg) */
 	} sv;
@@ -197,7 +195,9 @@ struct es_sock {
 	atomic_int dirty;                /* completions to look at; set when lock was busy */
 	atomic_uint evmask;              /* readiness (poll bits) as of the last change, under lock */
 	atomic_uint seq;                 /* bumped by every change (es__sock_update) */
-	uint32_t ident;                  /* this socket's id in the liveness set (ready.c) */
+	uint32_t ident;                  /* this socket's id in the liveness set (ready.c) and timeq.c */
+	_Atomic int64_t tq_due;          /* look at it again by then (timeq.c) */
+	unsigned tq_gen;                 /* in timeq.c's list: the process generation + 1 (its lock) */
 	int live;                        /* kfd in the liveness set */
 	int connected;                   /* CONNECTING: the kernel connect finished (liveness set saw it) */
 	struct es_epreg *epregs;         /* registrations in app epoll sets (lock and ep_lock) */
@@ -300,7 +300,7 @@ struct es_fork_lock {
 extern const struct es_fork_lock es__fork_locks[];
 extern const int es__fork_nlocks;
 /* the locks, each owned by its file (fork.c only lists them) */
-extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombies, *const es__lk_negq,
+extern pthread_mutex_t *const es__lk_ep, *const es__lk_neg, *const es__lk_zombies, *const es__lk_tq,
 	*const es__lk_global, *const es__lk_settle, *const es__lk_fdtab, *const es__lk_live,
 	*const es__lk_lids, *const es__lk_guard, *const es__lk_zwait, *const es__lk_rand,
 	*const es__lk_resolve, *const es__lk_hold;
@@ -428,7 +428,12 @@ void es__uncork(struct es_sock *s);     /* TCP_CORK off / TCP_NODELAY on: post w
 int es__fionread(struct es_sock *s);
 int es__outq(struct es_sock *s, int nsd);
 int es__so_error(struct es_sock *s);
-void es__kernel_check(struct es_sock *s);     /* lock held: notice kernel FIN/RST */
+/* lock held: notice the kernel connection's FIN/RST; wait: drive the engine
+ * through the grace for the peer's EMP FIN (else it runs on: timeq.c) */
+void es__kernel_check(struct es_sock *s, int wait);
+/* lock held: a grace that ran out (by now) or whose FIN came is decided: 0;
+ * 1 while it runs (s->tq_due its end) */
+int es__kernel_grace_end(struct es_sock *s, int64_t now);
 /* wait for a change on s (waiter + kernel fd); 1 woke, 0 timeout, -EINTR; lock held */
 int es__wait(struct es_sock *s, int64_t deadline_ns);
 /* every caught signal's handler asks for SA_RESTART (sigrestart.c) */
@@ -479,13 +484,13 @@ void es__live_harvest(void);                  /* after the live fd was readable 
  * *busy set); es__sock_ungrab unlocks it */
 struct es_sock *es__sock_grab(int fd, uint32_t id, int *busy);
 void es__sock_ungrab(struct es_sock *s);
-/* negqueue.c: accepted sockets an epoll wait negotiates step by step: look
- * at s (fd) again by until; the earliest such time (INT64_MAX: none); put
- * those due by now on their sets' ready lists */
-void es__negq_later(int fd, struct es_sock *s, int64_t until);
-int64_t es__negq_due(void);
-void es__negq_tick(int64_t now);
-void es__negq_atfork_child(void);
+/* timeq.c: look at s again by until (a negotiation stepped by waits, an EMP
+ * connection in its FIN grace); the earliest such time (INT64_MAX: none);
+ * look at those due by now (waits call it: epwait.c, poll.c) */
+void es__tq_later(struct es_sock *s, int64_t until);
+int64_t es__tq_due(void);
+void es__tq_tick(int64_t now);
+void es__tq_atfork_child(void);
 /* one wait on kernel fds beside the engine (negotiation, blocking I/O): spins
  * and drives the engine, sleeps in ppoll on p[] + the device; returns 1 when
  * wk was hit, 2 when p[] has events, 0 timeout, -EINTR */

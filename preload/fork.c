@@ -6,7 +6,7 @@
  *   ep_lock        epoll.c      sets, registrations, s->epregs      -> s->lock, live_mu
  *   neg_lock       negclient.c  known servers, responder registry   -> s->lock
  *   zlock          linger.c     the linger (zombie) list            -> s->lock
- *   negq mu        negqueue.c   negotiations stepped by epoll waits  -> s->lock (trylock)
+ *   tq mu          timeq.c      sockets due for a look at a time     -> s->lock (trylock)
  *   s->lock        per socket   its state and stream                -> set->lock, libemp
  *   set->lock      per epoll set  its ready list
  *   es__g.lock     init.c       settings, opening the endpoint      -> libemp (emp_open)
@@ -32,8 +32,8 @@
  *            sockets (fdtable.c: per-socket locks; EMP connections become
  *            FOREIGN), lingering connections (linger.c: the parent's),
  *            epoll sets (epoll.c: per-set locks), settles in progress
- *            (negotiate.c: their threads stayed in the parent), stepped
- *            negotiations (negqueue.c: the list is dropped), the OFFER
+ *            (negotiate.c: their threads stayed in the parent), sockets
+ *            due at a time (timeq.c: the list is dropped), the OFFER
  *            responder (negclient.c: it stayed in the parent), empstat's
  *            connection rows (connsetup.c: the child publishes its own),
  *            randomness (rand.c: the parent's unread bytes are dropped),
@@ -53,7 +53,7 @@ const struct es_fork_lock es__fork_locks[] = {
 	{ "ep_lock", &es__lk_ep, 1 },
 	{ "neg_lock", &es__lk_neg, 0 },
 	{ "zlock", &es__lk_zombies, 0 },
-	{ "negq mu", &es__lk_negq, 0 },
+	{ "tq mu", &es__lk_tq, 0 },
 	{ "es__g.lock", &es__lk_global, 0 },
 	{ "settle_mu", &es__lk_settle, 0 },
 	{ "tab_lock", &es__lk_fdtab, 1 },
@@ -90,7 +90,7 @@ static void child(void)
 	es__conn_atfork_child();
 	es__ep_atfork_child();
 	es__settle_atfork_child();
-	es__negq_atfork_child();
+	es__tq_atfork_child();
 	es__negc_atfork_child();
 	es__conn_rows_atfork_child();
 	es__rand_atfork_child();

@@ -166,7 +166,7 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel, int64_t *ne
 		es__sock_lock(s);
 		es__process(s);
 		if (kernel && s->kfd >= 0 && !c->kdead)
-			es__kernel_check(s);
+			es__kernel_check(s, 1);
 		int d = zombie_done(c, es__now_ns());
 		if (!d && s->kfd >= 0 && !c->kdead && *np < max)
 			p[(*np)++] = (struct pollfd){ s->kfd, POLLIN | POLLRDHUP, 0 };

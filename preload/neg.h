@@ -98,7 +98,7 @@ int es__negs_settle(struct es_sock *s);
 /* one look without waiting, for an epoll wait (es__settle_step): the
  * decision, or ES_PENDING and the socket is looked at again when something
  * changes (negserver.c) */
-int es__negs_step(int fd, struct es_sock *s);
+int es__negs_step(struct es_sock *s);
 
 /* negclient.c: settle a connected client socket (PENDING, not server) */
 int es__negc_settle(struct es_sock *s);

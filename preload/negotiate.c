@@ -459,7 +459,7 @@ int es__settle_step(int fd, struct es_sock *s)
 		return res;          /* decided, or another thread settles it */
 	int e = errno;
 	es__reap_hold();
-	res = es__negs_step(fd, s);
+	res = es__negs_step(s);
 	es__reap_release();
 	if (res != ES_FAILED)
 		errno = e;

@@ -287,11 +287,11 @@ int es__negs_settle(struct es_sock *s)
  * ready list (epwait.c): one look, and, undecided, the socket is looked at
  * again when its kernel connection changes (the liveness set: the client's
  * FIN, its bytes), when its connection does (the client's HELLO), and when
- * its OFFER is due again or its bound is over (negqueue.c). So a client that
+ * its OFFER is due again or its bound is over (timeq.c). So a client that
  * never answers holds nobody: a single-threaded server serves the others
  * while it waits out the bound in the background (a blocking settle held it
  * for the bound, 500 ms, per such connection). */
-int es__negs_step(int fd, struct es_sock *s)
+int es__negs_step(struct es_sock *s)
 {
 	int res;
 	if (!s->ng.sv.begun && es__negs_begin(s, &res))
@@ -313,6 +313,6 @@ int es__negs_step(int fd, struct es_sock *s)
 	unsigned seq0;
 	res = sv_step(s, 1, atomic_load(&s->ng.sv.kgone), &until, &seq0);
 	if (res == ES_PENDING)
-		es__negq_later(fd, s, until);
+		es__tq_later(s, until);
 	return res;
 }

@@ -104,7 +104,7 @@ static void pc_arm(struct pcall *pc)
 			pc->npend++;
 			/* a time already past: another thread settles it (its
 			 * decision wakes us), or one ticks it; look again in 1 ms */
-			int64_t d = atomic_load(&s->ng.sv.due), soon = es__now_ns() + 1000000;
+			int64_t d = atomic_load(&s->tq_due), soon = es__now_ns() + 1000000;
 			if (d < soon)
 				d = soon;
 			if (d < pc->pdue)
@@ -164,6 +164,18 @@ static int pc_wait(struct pcall *pc)
 				int64_t p = pc->pdue > now ? pc->pdue - now : 0;
 				if (left < 0 || p < left)
 					left = p;    /* its OFFER goes again, or its bound is over */
+			}
+			/* sockets due for a look (a grace for a FIN that may not
+			 * come, others' negotiations): the sleep ends by then */
+			int64_t nd = es__tq_due();
+			if (nd <= now) {
+				es__tq_tick(now);
+				nd = es__tq_due();
+			}
+			if (nd != INT64_MAX) {
+				int64_t p = nd > now ? nd - now : 1000000;
+				if (left < 0 || p < left)
+					left = p;
 			}
 			int r = es__wait_fds(&pc->wk, pc->t, nk + 2, left, pc->mask);
 			if (r == -EINTR) {

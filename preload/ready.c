@@ -226,7 +226,7 @@ void es__live_harvest(void)
 			if (!s)
 				continue;            /* closed since, or another socket now */
 			if (s->state == ES_EMP) {
-				es__kernel_check(s);
+				es__kernel_check(s, 0);   /* an event loop's thread: the grace runs on */
 			} else if (s->state == ES_CONNECTING && (h[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
 				s->connected = 1;
 				es__sock_update(s, 1);

@@ -35,7 +35,7 @@ int es__wait(struct es_sock *s, int64_t deadline)
 	es__waiter_del(s, &w);
 	es__wake_reset(&wk);
 	if (np == 2 && p[1].revents)
-		es__kernel_check(s);
+		es__kernel_check(s, 1);
 	es__process(s);
 	return r == -EINTR ? -EINTR : r == 0 ? 0 : 1;
 }
@@ -171,7 +171,7 @@ static int eof_unclean(struct es_sock *s)
 	char b;
 	if (c->kdead || s->kfd < 0 || R_(recv)(s->kfd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0)
 		return 0;
-	es__kernel_check(s);
+	es__kernel_check(s, 1);
 	return c->err && !c->err_told;
 }
 

@@ -485,6 +485,8 @@ static int reap_sends(struct es_conn *c)
 
 /* Take the requests of s that completed (the engine is not driven from here:
  * this runs inside the completion hook); lock held. */
+static void kernel_dead(struct es_sock *s, int e);
+
 void es__process(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
@@ -494,6 +496,9 @@ void es__process(struct es_sock *s)
 	changed |= reap_ctrl(c);
 	changed |= reap_sends(c);
 	es__flush(c);
+	if (c->kgrace && (c->rfin || c->err)) {
+		kernel_dead(s, 0);   /* the FIN (or an error) came within the grace */
+	}
 	if (changed) {
 		es__sock_update(s, 1);
 		if (c->closing)
@@ -510,10 +515,35 @@ void es__process(struct es_sock *s)
  * its FINs: for the next second other connections get none (a dead peer with
  * many connections costs one grace, not one each). Bytes on the kernel
  * connection: the peer is not speaking EMP on it (negotiation never writes
- * there), so its stream cannot be trusted. Lock held. */
+ * there), so its stream cannot be trusted. Lock held.
+ *
+ * wait: the caller waits for this connection (a blocking reader or writer,
+ * the reaper): it drives the engine through the grace. Else (the liveness
+ * harvest, in whichever thread's epoll_wait or poll: an event loop serving
+ * other connections) the grace runs without anyone waiting: the connection
+ * stays as it is, readable at the FIN if it comes (es__process ends the
+ * grace then), and a wait decides it at the grace's end (timeq.c). A
+ * single-threaded server stalled up to 500 ms for each killed client. */
 #define ES_FIN_GRACE_NS 500000000ll
 static _Atomic int64_t grace_lost_at;
-void es__kernel_check(struct es_sock *s)
+
+/* the kernel connection is over: reset unless the EMP FIN came (e: how it ended) */
+static void kernel_dead(struct es_sock *s, int e)
+{
+	struct es_conn *c = s->c;
+	if (!e && !c->rfin && c->kgrace)
+		atomic_store(&grace_lost_at, es__now_ns());
+	c->kgrace = 0;
+	c->kdead = 1;
+	if (e || !c->rfin)
+		set_err(c, ECONNRESET);
+	es__dbg("fd %d: kernel connection %s (EMP FIN %s)", s->kfd,
+		e == EPROTO ? "carries bytes" : e ? "reset" : "closed", c->rfin ? "seen" : "missing");
+	es__live_del(s);      /* edge-triggered, but a dead socket has nothing more to say */
+	es__sock_update(s, 1);
+}
+
+void es__kernel_check(struct es_sock *s, int wait)
 {
 	struct es_conn *c = s->c;
 	if (!c || c->kdead)
@@ -524,24 +554,42 @@ void es__kernel_check(struct es_sock *s)
 		return;
 	int e = n > 0 ? EPROTO : n < 0 ? errno : 0;
 	es__process(s);
-	int64_t now = es__now_ns(), end = now + ES_FIN_GRACE_NS;
-	if (now - atomic_load(&grace_lost_at) < 1000000000ll)
+	if (c->kdead)
+		return;              /* the FIN ended a grace that was running */
+	int64_t now = es__now_ns(), end = c->kgrace ? c->kgrace : now + ES_FIN_GRACE_NS;
+	if (!c->kgrace && now - atomic_load(&grace_lost_at) < 1000000000ll)
 		end = now;
+	if (!e && !c->rfin && !c->err && now < end && !wait) {
+		if (!c->kgrace) {
+			c->kgrace = end;
+			es__tq_later(s, end);
+		}
+		return;
+	}
+	if (!e && !c->rfin && !c->err && now < end)
+		c->kgrace = end;     /* a lost grace counts (kernel_dead) */
 	while (!e && !c->rfin && !c->err && es__now_ns() < end) {
 		emp_progress(c->ep);     /* our own completions wait (dirty): taken right here */
 		es__process(s);
+		if (c->kdead)
+			return;
 		if (!c->rfin)
 			sched_yield();
 	}
-	if (!e && !c->rfin && end > now)
-		atomic_store(&grace_lost_at, es__now_ns());
-	c->kdead = 1;
-	if (e || !c->rfin)
-		set_err(c, ECONNRESET);
-	es__dbg("fd %d: kernel connection %s (EMP FIN %s)", s->kfd,
-		e == EPROTO ? "carries bytes" : e ? "reset" : "closed", c->rfin ? "seen" : "missing");
-	es__live_del(s);      /* edge-triggered, but a dead socket has nothing more to say */
-	es__sock_update(s, 1);
+	kernel_dead(s, e);
+}
+
+int es__kernel_grace_end(struct es_sock *s, int64_t now)
+{
+	struct es_conn *c = s->c;
+	if (!c || !c->kgrace || c->kdead)
+		return 0;
+	if (now < c->kgrace && !c->rfin && !c->err) {
+		atomic_store(&s->tq_due, c->kgrace);
+		return 1;
+	}
+	kernel_dead(s, 0);
+	return 0;
 }
 
 unsigned es__stream_events(struct es_sock *s)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_fault_kill: a peer process killed mid-stream (reader or writer, server or client side) is noticed within 2 s by the surviving process (EPIPE/ECONNRESET for a writer, EOF/ECONNRESET for a reader), whose other EMP connection keeps echoing and verifying.
+# t_fault_kill: a peer process killed mid-stream (reader or writer, server or client side) is noticed within 2 s by the surviving process (EPIPE/ECONNRESET for a writer, EOF/ECONNRESET for a reader), whose other EMP connection keeps echoing and verifying. A killed client of a single-threaded server, over epoll and over poll, does not stall it: another client's ping-pong waits at most 250 ms for any reply while the server's grace for the killed one's EMP FIN (500 ms) runs, and the killed connection is still decided (the grace was waited for in the application's thread: a 500 ms stall).
 # timeout: 90
 . "$(dirname "$0")/lib.sh"; . "$ROOT/preload/tests/socklib.sh"
 FT=$ROOT/build/tests/sock/faultt
@@ -78,3 +78,25 @@ server_case 4 write "$FT" sink-client "Broken pipe|Connection reset by peer" "se
 # every connection was on EMP: the killed ones and the echoes
 for h in 1 2; do at_least "EMP frames into h$h" "$(emp_rx $h)" 1000; done
 printf 'detection: %s\n' "${TIMES[@]}"
+
+# 5. a single-threaded server serves a continuous echo (the victim) and a
+# ping-pong client; the ping-pong client kills the victim at 0.5 s; the
+# longest wait for one of its replies must stay well below the server's grace
+# for the victim's EMP FIN (500 ms), which runs meanwhile; the grace ends
+# with the victim's connection reset. Over epoll (connt) and poll (Python).
+grace_case() { # grace_case PORT LABEL SERVER...
+	local port=$1 label=$2 vpid gap; shift 2
+	bg 2 "$T/s$port.log" "$ER" --strict --debug "$@" "$port"
+	wait_port 2 "$port"
+	bg 1 "$T/v$port.log" "$ER" --strict "$ROOT/build/tests/sock/connt" hold 10.77.0.2 "$port" 20
+	vpid=${PIDS[-1]}
+	wait_for "$T/s$port.log" "EMP with" 5
+	sleep 0.2
+	on 1 "$ER" --strict python3 "$ROOT/tests/ns/progs/pingwin.py" 10.77.0.2 "$port" "$vpid" > "$T/p$port.log" 2>&1 || { cat "$T/p$port.log"; fail "$label: ping-pong client"; }
+	echo "$label: $(cat "$T/p$port.log")"
+	gap=$(awk '/^window/ { print $4 }' "$T/p$port.log")
+	at_most "$label: the longest wait for a reply (ms) while the server's grace for the killed client's FIN (500 ms) ran" "${gap:-9999}" 250
+	wait_for "$T/s$port.log" "kernel connection closed \(EMP FIN missing\)" 3
+}
+grace_case 7505 epoll "$ROOT/build/tests/sock/connt" server
+grace_case 7506 poll python3 "$ROOT/tests/ns/progs/negbacklog.py" pollserver

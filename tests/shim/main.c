@@ -2,7 +2,7 @@
 #include "runner.h"
 
 /* Every suite named here must exist: a missing or misspelled one fails the link. */
-#define SUITES(X) X(fork) X(simwire) X(simwire_rt) X(hold) X(sendfile) X(signals) X(flags)
+#define SUITES(X) X(fork) X(simwire) X(simwire_rt) X(hold) X(sendfile) X(signals) X(flags) X(timeq)
 #define DECL(n) extern const struct emp_test_suite emp_suite_##n;
 SUITES(DECL)
 
