@@ -199,6 +199,8 @@ struct es_sock {
 	_Atomic int64_t tq_due;          /* look at it again by then (timeq.c) */
 	unsigned tq_gen;                 /* in timeq.c's list: the process generation + 1 (its lock) */
 	int live;                        /* kfd in the liveness set */
+	unsigned live_ev;                /* with these events */
+	atomic_int live_seen;            /* an event came before it was EMP (an accepted socket negotiating) */
 	int connected;                   /* CONNECTING: the kernel connect finished (liveness set saw it) */
 	struct es_epreg *epregs;         /* registrations in app epoll sets (lock and ep_lock) */
 	struct es_waiter *waiters;       /* threads in poll/read/write on it (lock) */

@@ -6,8 +6,9 @@
  *   ep_lock        epoll.c      sets, registrations, s->epregs      -> s->lock, live_mu
  *   neg_lock       negclient.c  known servers, responder registry   -> s->lock
  *   zlock          linger.c     the linger (zombie) list            -> s->lock
- *   tq mu          timeq.c      sockets due for a look at a time     -> s->lock (trylock)
- *   s->lock        per socket   its state and stream                -> set->lock, libemp
+ *   s->lock        per socket   its state and stream                -> tq mu, set->lock, libemp
+ *   tq mu          timeq.c      sockets due for a look at a time     -> set->lock (and s->lock
+ *                                                                      by trylock only)
  *   set->lock      per epoll set  its ready list
  *   es__g.lock     init.c       settings, opening the endpoint      -> libemp (emp_open)
  *   then short ones, none held while another shim lock is taken but for

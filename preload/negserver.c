@@ -166,12 +166,12 @@ static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_m
 }
 
 /* One look at everything the server waits for: the OFFER again when its
- * gap is over, the side channel (look: always before the ACCEPT), the
+ * gap is over, the side channel (read: the caller says), the
  * client's end (gone: its FIN or reset is in), its HELLO, the bound. The
  * decision (es__settle's states), or ES_PENDING with *until the time to look
  * again at the latest and *seq0 the connection's change count before this
  * look (es__neg_wait ends when it moves). */
-static int sv_step(struct es_sock *s, int look, int gone, int64_t *until, unsigned *seq0)
+static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsigned *seq0)
 {
 	emp_endpoint_t *ep = es__engine();
 	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
@@ -193,10 +193,7 @@ static int sv_step(struct es_sock *s, int look, int gone, int64_t *until, unsign
 		    (s->ng.sv.stepped && now - s->ng.sv.t0 > es__g.neg_ms * 1000000ll && s->ng.sv.gap < 1000000000))
 			s->ng.sv.gap *= 2;
 	}
-	/* before the ACCEPT always (the client's HELLO may have ended
-	 * the wait while the ACCEPT waits unread: the wait's spin does not
-	 * look at the side channel); after it only when the wait says so */
-	int res = look || !s->ng.sv.accepted ? sv_read(s, ep, host, &acc, &refused) : 0;
+	int res = read ? sv_read(s, ep, host, &acc, &refused) : 0;
 	if (res)
 		return res;
 	/* A client that ended the connection without answering will not
@@ -274,7 +271,11 @@ int es__negs_settle(struct es_sock *s)
 	for (;;) {
 		int64_t until;
 		unsigned seq0;
-		int r = sv_step(s, look, gone, &until, &seq0);
+		/* the side channel before the ACCEPT always (the client's HELLO
+		 * may have ended the wait while the ACCEPT waits unread: the
+		 * wait's spin does not look at the side channel); after it only
+		 * when the wait says so */
+		int r = sv_step(s, look || !s->ng.sv.accepted, gone, &until, &seq0);
 		if (r != ES_PENDING)
 			return r;
 		int w = es__neg_wait(s, s->udp, 1, until, 1, seq0);
@@ -296,6 +297,13 @@ int es__negs_step(struct es_sock *s)
 	int res;
 	if (!s->ng.sv.begun && es__negs_begin(s, &res))
 		return res;
+	/* The side channel at every step but a first one right behind the
+	 * OFFER (epoll_ctl ADD sent it and put the socket on the ready list:
+	 * no answer can be there yet, a recv would only say EAGAIN), unless
+	 * the client's HELLO is in (its ACCEPT went before it). An ACCEPT
+	 * arriving later is read at the step its HELLO brings (the client
+	 * sends both at once), or at the OFFER's next resend. */
+	int read = s->ng.sv.stepped || es__now_ns() - s->ng.sv.sent > 1000000 || es__conn_hello_seen(s);
 	if (!s->ng.sv.stepped) {
 		s->ng.sv.stepped = 1;
 		es__live_add(s);   /* its kernel socket's changes put it on its sets' ready lists */
@@ -311,7 +319,7 @@ int es__negs_step(struct es_sock *s)
 	}
 	int64_t until;
 	unsigned seq0;
-	res = sv_step(s, 1, atomic_load(&s->ng.sv.kgone), &until, &seq0);
+	res = sv_step(s, read, atomic_load(&s->ng.sv.kgone), &until, &seq0);
 	if (res == ES_PENDING)
 		es__tq_later(s, until);
 	return res;

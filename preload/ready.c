@@ -166,8 +166,18 @@ void es__live_add(struct es_sock *s)
 		.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (s->state == ES_CONNECTING ? EPOLLOUT : 0),
 		.data.u64 = ((uint64_t)(uint32_t)s->kfd << 32) | s->ident,
 	};
-	if (R_(epoll_ctl)(lfd, s->live ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s->kfd, &ev) == 0)
+	if (s->live && s->live_ev == ev.events) {
+		/* there already (an accepted socket negotiated by steps, now
+		 * EMP): no MOD to re-arm the edge; an event it had meanwhile (its
+		 * client's FIN, bytes) is looked at here instead */
+		if (atomic_exchange(&s->live_seen, 0) && s->state == ES_EMP)
+			es__kernel_check(s, 0);
+		return;
+	}
+	if (R_(epoll_ctl)(lfd, s->live ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s->kfd, &ev) == 0) {
 		s->live = 1;
+		s->live_ev = ev.events;
+	}
 }
 
 void es__live_del(struct es_sock *s)
@@ -233,6 +243,7 @@ void es__live_harvest(void)
 			} else if (s->state == ES_PENDING && s->server) {
 				if (h[i].events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
 					atomic_store(&s->ng.sv.kgone, 1);
+				atomic_store(&s->live_seen, 1);   /* es__live_add looks again at EMP */
 				es__sock_update(s, 1);
 			}
 			es__sock_ungrab(s);
