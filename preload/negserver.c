@@ -50,6 +50,19 @@ static int take_proof(struct es_sock *s, const struct neg_msg *a)
 	return r;
 }
 
+/* When each client host last sent an ACCEPT (indexed by EMP host id, folded
+ * into the table): a stepped negotiation waits past the short bound, up to
+ * the long one, only for a client whose host is answering OFFERs (busy, not
+ * mute), so a host that never answers holds a connection's receives for the
+ * short bound alone (es__negs_step). */
+#define HOSTS_SEEN 256
+static _Atomic int64_t host_accept_at[HOSTS_SEEN];
+
+static int host_answering(int host, int64_t now)
+{
+	return host >= 0 && now - atomic_load(&host_accept_at[host % HOSTS_SEEN]) < 1000000000ll;
+}
+
 /* The first resend of an OFFER: only a lost datagram needs one (an OFFER
  * that met a client not bound yet draws ICMP and goes again in 200 us), and
  * a late ACCEPT is, far more often, a client or server waiting for a CPU, for
@@ -156,6 +169,7 @@ static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_m
 		memcpy(s->ng.sv.acc, acc, sizeof *acc);
 		s->ng.ckey = m.ckey;
 		s->ng.sv.accepted = 1;
+		atomic_store(&host_accept_at[host % HOSTS_SEEN], es__now_ns());
 		/* its HELLO left right behind the ACCEPT: the short bound from
 		 * here for the proof (a stepped socket's bound was the long one) */
 		int64_t pdl = es__now_ns() + es__g.neg_ms * 1000000ll;
@@ -240,6 +254,14 @@ static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsign
 		return es__neg_fallback(s, "the client ended the connection before its EMP endpoint confirmed");
 	}
 	int64_t dl = s->ng.sv.dl;
+	/* stepped: a client whose host answers other OFFERs is busy, not
+	 * mute, and is waited for up to the long bound */
+	if (now >= dl && s->ng.sv.stepped && !s->ng.sv.accepted && host_answering(host, now)) {
+		int ms = es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
+		int64_t ldl = s->ng.sv.t0 + ms * 1000000ll;
+		if (ldl > dl)
+			s->ng.sv.dl = dl = ldl;
+	}
 	if (now >= dl) {
 		send_reject(s);
 		if (s->ng.sv.accepted) {
@@ -309,13 +331,13 @@ int es__negs_step(struct es_sock *s)
 		es__live_add(s);   /* its kernel socket's changes put it on its sets' ready lists */
 		/* Waiting costs this server nothing now, and a client that is
 		 * only slow (its process busy: 1000 connections from 4 hosts at
-		 * once, t_fault_load) gets the bound a client gives a server known
-		 * to speak EMP for its ACCEPT; a blocking settle waited the short
+		 * once, t_fault_load) gets, once its host has answered another
+		 * OFFER within the last second, the bound a client gives a server
+		 * known to speak EMP (sv_step); a blocking settle waited the short
 		 * bound from its own start, connection after connection. One that
 		 * is gone ends it at once (its FIN), a plain one by ICMP; after
 		 * the ACCEPT the proof has the short bound (sv_read). */
-		int ms = es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
-		s->ng.sv.dl = s->ng.sv.t0 + ms * 1000000ll;
+		s->ng.sv.dl = s->ng.sv.t0 + es__g.neg_ms * 1000000ll;
 	}
 	int64_t until;
 	unsigned seq0;
