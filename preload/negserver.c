@@ -185,7 +185,7 @@ static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_m
  * decision (es__settle's states), or ES_PENDING with *until the time to look
  * again at the latest and *seq0 the connection's change count before this
  * look (es__neg_wait ends when it moves). */
-static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsigned *seq0)
+static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsigned *seq0, int stepped)
 {
 	emp_endpoint_t *ep = es__engine();
 	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
@@ -254,9 +254,9 @@ static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsign
 		return es__neg_fallback(s, "the client ended the connection before its EMP endpoint confirmed");
 	}
 	int64_t dl = s->ng.sv.dl;
-	/* stepped: a client whose host answers other OFFERs is busy, not
-	 * mute, and is waited for up to the long bound */
-	if (now >= dl && s->ng.sv.stepped && !s->ng.sv.accepted && host_answering(host, now)) {
+	/* stepped (nobody waits): a client whose host answers other OFFERs
+	 * is busy, not mute, and is waited for up to the long bound */
+	if (now >= dl && stepped && !s->ng.sv.accepted && host_answering(host, now)) {
 		int ms = es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
 		int64_t ldl = s->ng.sv.t0 + ms * 1000000ll;
 		if (ldl > dl)
@@ -288,6 +288,10 @@ int es__negs_settle(struct es_sock *s)
 	int64_t t1 = es__now_ns() + es__g.neg_ms * 1000000ll;
 	if (t1 > s->ng.sv.dl && !s->ng.sv.stepped)
 		s->ng.sv.dl = t1;
+	/* a blocking call (a read right after accept) waits the short bound
+	 * at most, also for a socket the steps gave the long one */
+	if (s->ng.sv.stepped && s->ng.sv.dl > t1)
+		s->ng.sv.dl = t1;
 	int look = 1;   /* read the side channel (es__neg_wait says when it need not) */
 	int gone = atomic_load(&s->ng.sv.kgone);   /* the client's FIN or reset came before its proof */
 	for (;;) {
@@ -297,7 +301,7 @@ int es__negs_settle(struct es_sock *s)
 		 * may have ended the wait while the ACCEPT waits unread: the
 		 * wait's spin does not look at the side channel); after it only
 		 * when the wait says so */
-		int r = sv_step(s, look || !s->ng.sv.accepted, gone, &until, &seq0);
+		int r = sv_step(s, look || !s->ng.sv.accepted, gone, &until, &seq0, 0);
 		if (r != ES_PENDING)
 			return r;
 		int w = es__neg_wait(s, s->udp, 1, until, 1, seq0);
@@ -341,7 +345,7 @@ int es__negs_step(struct es_sock *s)
 	}
 	int64_t until;
 	unsigned seq0;
-	res = sv_step(s, read, atomic_load(&s->ng.sv.kgone), &until, &seq0);
+	res = sv_step(s, read, atomic_load(&s->ng.sv.kgone), &until, &seq0, 1);
 	if (res == ES_PENDING)
 		es__tq_later(s, until);
 	return res;
