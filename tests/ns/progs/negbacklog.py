@@ -16,6 +16,10 @@
                                             exit without using them (wrk at the end of a run)
   negbacklog.py pollserver PORT            a single-threaded echo server over poll(2):
                                             non-blocking sockets, one poll for all
+  negbacklog.py readnow PORT               accept, add the socket to an epoll set and
+                                            look at the set (non-blocking), then read at
+                                            once, blocking (nginx's deferred accept);
+                                            prints "read after MS ms: WHAT" per connection
   negbacklog.py mute HOST PORT N SECONDS   N connections whose SYNs carry the EMP mark
                                             (IP TTL 105), each with its UDP twin bound
                                             and connected as a preloaded client's is,
@@ -171,6 +175,30 @@ def pollserver(port):
             c.close()
 
 
+def readnow(port):
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port))
+    l.listen(64)
+    ep = select.epoll()
+    print("listening", flush=True)
+    while True:
+        c, _ = l.accept()
+        ep.register(c.fileno(), select.EPOLLIN)
+        ep.poll(0)
+        t0 = time.monotonic()
+        try:
+            b = c.recv(100)
+            what = "%d bytes" % len(b)
+            if b:
+                c.sendall(b)
+        except OSError as e:
+            what = e.__class__.__name__
+        print("read after %.0f ms: %s" % ((time.monotonic() - t0) * 1000, what), flush=True)
+        ep.unregister(c.fileno())
+        c.close()
+
+
 def mute(host, port, n, secs):
     keep = []
     for _ in range(n):
@@ -197,6 +225,8 @@ if __name__ == "__main__":
         gone(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "pollserver":
         pollserver(int(sys.argv[2]))
+    elif sys.argv[1] == "readnow":
+        readnow(int(sys.argv[2]))
     elif sys.argv[1] == "mute":
         mute(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     elif sys.argv[1] == "nbclient":
