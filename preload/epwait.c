@@ -1,6 +1,10 @@
 /* epwait.c: epoll_wait/epoll_pwait: taking a set's ready list, looking at its kernel fds, and waiting with libemp's primitive (registration and the ready list: epoll.c). */
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "epoll_int.h"
@@ -170,11 +174,11 @@ static int epw_sleep(void *arg, int64_t ns)
 	return a->nk;
 }
 
-static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
+static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int64_t timeout_ns, const sigset_t *mask)
 {
 	emp_endpoint_t *ep = es__g.ep;
 	es__sig_begin();
-	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
+	int64_t dl = timeout_ns < 0 ? -1 : es__now_ns() + timeout_ns;
 	for (;;) {
 		struct settles st = { 0 };
 		int n;
@@ -261,10 +265,23 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int tim
 	}
 }
 
-static int epoll_any(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
+/* the kernel's wait on the set itself: epoll_pwait2 (ns) when the caller
+ * asked for it, else epoll_wait/epoll_pwait (ms, rounded up) */
+static int kwait(int epfd, struct epoll_event *evs, int max, int64_t tns, const sigset_t *mask, int p2)
+{
+	if (p2) {
+		struct timespec ts = { (time_t)(tns / 1000000000), (long)(tns % 1000000000) };
+		return (int)syscall(SYS_epoll_pwait2, epfd, evs, max, tns < 0 ? NULL : &ts, mask, _NSIG / 8);
+	}
+	int ms = tns < 0 ? -1 : tns / 1000000 >= INT_MAX ? INT_MAX : (int)((tns + 999999) / 1000000);
+	return mask ? R_(epoll_pwait)(epfd, evs, max, ms, mask) : R_(epoll_wait)(epfd, evs, max, ms);
+}
+
+/* timeout_ns: -1 for ever; p2: the caller's call was epoll_pwait2 */
+static int epoll_any(int epfd, struct epoll_event *evs, int max, int64_t timeout_ns, const sigset_t *mask, int p2)
 {
 	struct es_epset *set = NULL;
-	int64_t dl = timeout < 0 ? -1 : es__now_ns() + timeout * 1000000ll;
+	int64_t dl = timeout_ns < 0 ? -1 : es__now_ns() + timeout_ns;
 again:;
 	int raw = 0;
 	if (!es__tl_in && max > 0) {
@@ -279,7 +296,7 @@ again:;
 		pthread_mutex_unlock(&es__ep_lock);
 	}
 	if (!set) {
-		int k = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+		int k = kwait(epfd, evs, max, timeout_ns, mask, p2);
 		if (raw)
 			atomic_fetch_sub(&es__ep_raw_sleepers[epfd & 63], 1);
 		if (k <= 0 || es__tl_in || !__atomic_load_n(&es__ep_cookie, __ATOMIC_ACQUIRE))
@@ -290,18 +307,18 @@ again:;
 		int m = filter(evs, k);
 		if (m)
 			return m;
-		if (timeout > 0)
-			timeout = dl > es__now_ns() ? (int)((dl - es__now_ns() + 999999) / 1000000) : 0;
+		if (timeout_ns > 0)
+			timeout_ns = dl > es__now_ns() ? dl - es__now_ns() : 0;
 		goto again;
 	}
 	int e = errno;
 	es__reap_hold();   /* no lock held here: closing connections this wait finished go at its end */
-	int n = set->gen == es__g.gen ? ewait(set, evs, max, timeout, mask) : -2;
+	int n = set->gen == es__g.gen ? ewait(set, evs, max, timeout_ns, mask) : -2;
 	es__reap_release();
 	if (n >= 0)
 		es__ep_set_quiet(set);              /* nested and nothing left: its outer sets stop seeing it */
 	if (n == -2) {   /* inherited across fork: the parent's lists; the kernel's answer only */
-		n = mask ? R_(epoll_pwait)(epfd, evs, max, timeout, mask) : R_(epoll_wait)(epfd, evs, max, timeout);
+		n = kwait(epfd, evs, max, timeout_ns, mask, p2);
 		if (n > 0)
 			n = filter(evs, n);
 	} else if (n >= 0) {
@@ -317,13 +334,32 @@ again:;
 	return n;
 }
 
+static int64_t ms_ns(int timeout)
+{
+	return timeout < 0 ? -1 : timeout * 1000000ll;
+}
+
 int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
-	return epoll_any(epfd, evs, max, timeout, NULL);
+	return epoll_any(epfd, evs, max, ms_ns(timeout), NULL, 0);
 }
 
 int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask)
 {
-	return epoll_any(epfd, evs, max, timeout, mask);
+	return epoll_any(epfd, evs, max, ms_ns(timeout), mask, 0);
+}
+
+/* glibc 2.35's nanosecond wait (the kernel's since 5.11): the same, with the
+ * caller's timeout as it is */
+int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts, const sigset_t *mask)
+{
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)) {
+		errno = EINVAL;
+		return -1;
+	}
+	int64_t tns = -1;
+	if (ts)
+		tns = ts->tv_sec >= INT64_MAX / 1000000000 - 1 ? INT64_MAX / 2 : ts->tv_sec * 1000000000ll + ts->tv_nsec;
+	return epoll_any(epfd, evs, max, tns, mask, 1);
 }
 

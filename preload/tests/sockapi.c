@@ -111,8 +111,9 @@ static int server(int port)
 	int ep = epoll_create1(0);
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u32 = 7 }, out;
 	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
-	int n = epoll_wait(ep, &out, 1, 3000);
-	CHECK(n == 1 && (out.events & EPOLLRDHUP) && out.data.u32 == 7, "EPOLLRDHUP after peer's SHUT_WR (events %#x)", n == 1 ? out.events : 0);
+	struct timespec ts = { 3, 0 };   /* epoll_pwait2 (glibc 2.35): the shim's wait, with a timespec */
+	int n = epoll_pwait2(ep, &out, 1, &ts, NULL);
+	CHECK(n == 1 && (out.events & EPOLLRDHUP) && out.data.u32 == 7, "EPOLLRDHUP after peer's SHUT_WR, by epoll_pwait2 (events %#x)", n == 1 ? out.events : 0);
 	CHECK(read(s, b, 1) == 0, "read returns EOF");
 	CHECK(write(s, "bye", 3) == 3, "write after peer's SHUT_WR");
 	close(s);
