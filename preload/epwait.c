@@ -218,12 +218,8 @@ static int ewait(struct es_epset *set, struct epoll_event *evs, int max, int64_t
 			left = 0;
 		/* a socket due for a look before the caller's timeout ends the
 		 * sleep (not the call: the loop goes round) */
-		int64_t nd = es__tq_due(), nleft = nd == INT64_MAX ? -1 : nd - es__now_ns();
-		if (nd != INT64_MAX && nleft < 0)
-			nleft = 1000000;         /* another thread is ticking */
-		int ntimer = nleft >= 0 && (left < 0 || nleft < left);
-		if (ntimer)
-			left = nleft;
+		int ntimer;
+		left = es__tq_bound(es__now_ns(), left, &ntimer);
 		if (!ep) {
 			struct epw a = { .set = set, .evs = evs, .max = max, .mask = mask };
 			int r = epw_sleep(&a, left);

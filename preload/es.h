@@ -492,6 +492,10 @@ void es__sock_ungrab(struct es_sock *s);
 void es__tq_later(struct es_sock *s, int64_t until);
 int64_t es__tq_due(void);
 void es__tq_tick(int64_t now);
+/* a wait's sleep of left ns (-1: for ever), after a look at what is due:
+ * no longer than the queue's earliest time (1 ms when that is past: another
+ * thread is ticking); *cut (if given) set when the queue's time is shorter */
+int64_t es__tq_bound(int64_t now, int64_t left, int *cut);
 void es__tq_atfork_child(void);
 /* one wait on kernel fds beside the engine (negotiation, blocking I/O): spins
  * and drives the engine, sleeps in ppoll on p[] + the device; returns 1 when

@@ -184,8 +184,9 @@ static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_m
  * client's end (gone: its FIN or reset is in), its HELLO, the bound. The
  * decision (es__settle's states), or ES_PENDING with *until the time to look
  * again at the latest and *seq0 the connection's change count before this
- * look (es__neg_wait ends when it moves). */
-static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsigned *seq0, int stepped)
+ * look (es__neg_wait ends when it moves). nowait: a step (es__negs_step),
+ * which may wait past the short bound for a busy client. */
+static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsigned *seq0, int nowait)
 {
 	emp_endpoint_t *ep = es__engine();
 	int host = emp_host_by_ip(ep, s->remote.sin_addr.s_addr);
@@ -254,9 +255,9 @@ static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsign
 		return es__neg_fallback(s, "the client ended the connection before its EMP endpoint confirmed");
 	}
 	int64_t dl = s->ng.sv.dl;
-	/* stepped (nobody waits): a client whose host answers other OFFERs
+	/* a step (nobody waits): a client whose host answers other OFFERs
 	 * is busy, not mute, and is waited for up to the long bound */
-	if (now >= dl && stepped && !s->ng.sv.accepted && host_answering(host, now)) {
+	if (now >= dl && nowait && !s->ng.sv.accepted && host_answering(host, now)) {
 		int ms = es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
 		int64_t ldl = s->ng.sv.t0 + ms * 1000000ll;
 		if (ldl > dl)

@@ -73,8 +73,7 @@ struct pcall {
 	struct es_wake wk;
 	int64_t dl;
 	const sigset_t *mask;
-	int npend;                       /* accepted sockets still negotiating (stepped, in ss) */
-	int64_t pdue;                    /* the earliest time one of them must be looked at again */
+	int npend;                       /* accepted sockets still negotiating (stepped, in ss; their times are in timeq.c) */
 };
 
 /* an accepted socket still negotiating after its step: no events, waited
@@ -92,7 +91,6 @@ static void pc_arm(struct pcall *pc)
 {
 	pc->nk = 0;
 	pc->npend = 0;
-	pc->pdue = INT64_MAX;
 	for (nfds_t i = 0; i < pc->n; i++) {
 		struct es_sock *s = es__sock_get(pc->fds[i].fd);   /* held until the call returns */
 		if (s && stepping(s))
@@ -100,16 +98,7 @@ static void pc_arm(struct pcall *pc)
 		else if (s && es__st_undecided(s))
 			es__settle(pc->fds[i].fd, s);
 		int pend = s && stepping(s) && es__sock(pc->fds[i].fd) == s;
-		if (pend) {
-			pc->npend++;
-			/* a time already past: another thread settles it (its
-			 * decision wakes us), or one ticks it; look again in 1 ms */
-			int64_t d = atomic_load(&s->tq_due), soon = es__now_ns() + 1000000;
-			if (d < soon)
-				d = soon;
-			if (d < pc->pdue)
-				pc->pdue = d;
-		}
+		pc->npend += pend;
 		pc->ss[i] = s && (pend || es__st_ours(s)) && es__sock(pc->fds[i].fd) == s ? s : NULL;
 		if (s && !pc->ss[i])
 			es__sock_put(s);
@@ -159,24 +148,10 @@ static int pc_wait(struct pcall *pc)
 			klook_busy = kready;
 		} else if (!ready) {
 			int64_t now = es__now_ns();
-			int64_t left = pc->dl < 0 ? -1 : pc->dl > now ? pc->dl - now : 0;
-			if (pc->npend && pc->pdue != INT64_MAX) {
-				int64_t p = pc->pdue > now ? pc->pdue - now : 0;
-				if (left < 0 || p < left)
-					left = p;    /* its OFFER goes again, or its bound is over */
-			}
-			/* sockets due for a look (a grace for a FIN that may not
-			 * come, others' negotiations): the sleep ends by then */
-			int64_t nd = es__tq_due();
-			if (nd <= now) {
-				es__tq_tick(now);
-				nd = es__tq_due();
-			}
-			if (nd != INT64_MAX) {
-				int64_t p = nd > now ? nd - now : 1000000;
-				if (left < 0 || p < left)
-					left = p;
-			}
+			/* sockets due for a look (our negotiations' resends and
+			 * bounds, a grace for a FIN that may not come): the sleep
+			 * ends by then, and the tick's look wakes us for ours */
+			int64_t left = es__tq_bound(now, pc->dl < 0 ? -1 : pc->dl > now ? pc->dl - now : 0, NULL);
 			int r = es__wait_fds(&pc->wk, pc->t, nk + 2, left, pc->mask);
 			if (r == -EINTR) {
 				errno = EINTR;

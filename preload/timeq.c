@@ -73,6 +73,24 @@ static int due_now(struct es_sock *s, int64_t now)
 	return 0;
 }
 
+int64_t es__tq_bound(int64_t now, int64_t left, int *cut)
+{
+	if (es__tq_due() <= now)
+		es__tq_tick(now);
+	int64_t d = es__tq_due();
+	int c = 0;
+	if (d != INT64_MAX) {
+		int64_t p = d > now ? d - now : 1000000;   /* past: another thread is ticking */
+		if (left < 0 || p < left) {
+			left = p;
+			c = 1;
+		}
+	}
+	if (cut)
+		*cut = c;
+	return left;
+}
+
 void es__tq_tick(int64_t now)
 {
 	if (now < es__tq_due() || pthread_mutex_trylock(&mu))

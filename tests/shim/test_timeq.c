@@ -89,6 +89,29 @@ static void t_tq_due_and_tick(void)
 	CHECK_EQ(es__tq_due(), INT64_MAX);
 }
 
+/* a wait's sleep: the caller's, or the queue's earliest time when that is
+ * sooner (1 ms when it is past) */
+static void t_tq_bound(void)
+{
+	int64_t now = es__now_ns();
+	int cut = 7;
+	CHECK_EQ(es__tq_due(), INT64_MAX);
+	CHECK_EQ(es__tq_bound(now, -1, &cut), -1);
+	CHECK_EQ(cut, 0);
+	CHECK_EQ(es__tq_bound(now, 3000000, &cut), 3000000);
+	CHECK_EQ(cut, 0);
+	struct es_sock *s = pending_sock();
+	es__tq_later(s, now + 5000000);
+	CHECK_EQ(es__tq_bound(now, -1, &cut), 5000000);
+	CHECK_EQ(cut, 1);
+	CHECK_EQ(es__tq_bound(now, 3000000, &cut), 3000000);
+	CHECK_EQ(cut, 0);
+	unsigned q = seq_of(s);
+	CHECK_EQ(es__tq_bound(now + 5000000, -1, NULL), -1);   /* due: looked at, then nothing left */
+	CHECK(seq_of(s) != q);
+	drop(s);
+}
+
 /* a decided socket's time passes without a look */
 static void t_tq_decided_goes(void)
 {
@@ -148,6 +171,7 @@ static void t_tq_busy_socket(void)
 static const struct emp_test tests[] = {
 	{ "shim_tq_due_and_tick", t_tq_due_and_tick, 10 },
 	{ "shim_tq_decided_goes", t_tq_decided_goes, 10 },
+	{ "shim_tq_bound", t_tq_bound, 10 },
 	{ "shim_tq_busy_socket", t_tq_busy_socket, 10 },
 };
 
