@@ -496,9 +496,8 @@ void es__process(struct es_sock *s)
 	changed |= reap_ctrl(c);
 	changed |= reap_sends(c);
 	es__flush(c);
-	if (c->kgrace && (c->rfin || c->err)) {
+	if (c->kgrace && (c->rfin || c->err))
 		kernel_dead(s, 0);   /* the FIN (or an error) came within the grace */
-	}
 	if (changed) {
 		es__sock_update(s, 1);
 		if (c->closing)
@@ -559,14 +558,14 @@ void es__kernel_check(struct es_sock *s, int wait)
 	int64_t now = es__now_ns(), end = c->kgrace ? c->kgrace : now + ES_FIN_GRACE_NS;
 	if (!c->kgrace && now - atomic_load(&grace_lost_at) < 1000000000ll)
 		end = now;
-	if (!e && !c->rfin && !c->err && now < end && !wait) {
-		if (!c->kgrace) {
-			c->kgrace = end;
+	int grace = !e && !c->rfin && !c->err && now < end;
+	if (grace && !wait) {
+		if (!c->kgrace)
 			es__tq_later(s, end);
-		}
+		c->kgrace = end;
 		return;
 	}
-	if (!e && !c->rfin && !c->err && now < end)
+	if (grace)
 		c->kgrace = end;     /* a lost grace counts (kernel_dead) */
 	while (!e && !c->rfin && !c->err && es__now_ns() < end) {
 		emp_progress(c->ep);     /* our own completions wait (dirty): taken right here */
