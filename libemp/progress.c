@@ -218,8 +218,13 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct emp_endpoint *ep = pg->ep;
 	unsigned exits = __atomic_load_n(&ep->exits, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) || pg->held) {
+		/* posts held back: sent from here if they stay; while threads
+		 * come back to their waits (which post what they hold) look
+		 * less often, as below */
+		pg->tick_s = exits != pg->exits_seen ? 2 * pg->tick_s : TICK_MIN;
+		if (pg->tick_s > TICK_BUSY)
+			pg->tick_s = TICK_BUSY;
 		pg->exits_seen = exits;
-		pg->tick_s = TICK_MIN;          /* posts held back: sent from here if they stay */
 	} else if (exits != pg->exits_seen) {
 		pg->exits_seen = exits;
 		/* threads come and go, and drive the engine as they do: while one
@@ -326,6 +331,7 @@ static void *run(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals belong to the application's threads */
 	emp__tl_progress = 1;
+	pthread_setname_np(pthread_self(), "emp-progress");   /* top, perf, /proc/PID/task/TID/comm */
 	ev_run(pg->loop, 0);
 	return NULL;
 }

@@ -28,7 +28,9 @@ static struct es_sock *emp_fd(int fd)
 	if (es__tl_in)
 		return NULL;
 	struct es_sock *s = es__sock_get(fd);
-	return s ? settled(fd, s) : NULL;
+	if (s && (s = settled(fd, s)))
+		es__reap_hold();    /* released by put_ret */
+	return s;
 }
 
 /* emp_fd for a write: a client's first write while its negotiation waits
@@ -42,17 +44,22 @@ static struct es_sock *emp_fd_w(int fd, const struct iovec *iov, int n, int flag
 	struct es_sock *s = es__sock_get(fd);
 	if (!s)
 		return NULL;
-	if (s->state == ES_PENDING && s->ng.conn_ret == 2 && !s->ng.early && n >= 0 && n <= 1024 &&
-	    (*done = es__settle_early(fd, s, iov, n, flags)) != -2)
-		return s;
-	return settled(fd, s);
+	if (!(s->state == ES_PENDING && s->ng.conn_ret == 2 && !s->ng.early && n >= 0 && n <= 1024 &&
+	      (*done = es__settle_early(fd, s, iov, n, flags)) != -2) &&
+	    !(s = settled(fd, s)))
+		return NULL;
+	es__reap_hold();    /* released by put_ret */
+	return s;
 }
 
-/* the call's reference goes; errno kept */
+/* the call's reference goes, and closing connections its engine work
+ * finished (es__reap_release); errno kept */
 static ssize_t put_ret(struct es_sock *s, ssize_t r)
 {
 	int e = errno;
 	es__sock_put(s);
+	es__held_flush_aged();
+	es__reap_release();
 	errno = e;
 	return r;
 }

@@ -530,6 +530,7 @@ static inline void es__defer_flush(void)
  * (es__held_flush), or older than a bound (busy_skip: not a socket whose lock
  * is taken), or all at exec (es__held_flush_old) */
 void es__held_flush(void);
+void es__held_flush_aged(void);   /* no lock held: this thread's, if held long enough */
 int es__unhold(struct es_sock *s);
 int es__held_flush_old(int64_t min_age_ns, int busy_skip);
 void es__hold_attach(emp_endpoint_t *ep);

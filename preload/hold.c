@@ -13,7 +13,8 @@
  *   - at the thread's next wait (epoll_wait, poll, select, a blocking call:
  *     es__held_flush, before the wait drives the engine, so the round's
  *     replies still leave in one system call);
- *   - at the latest EMP_HOLD_NS after it was held, from the progress thread's
+ *   - EMP_HOLD_NS after it was held: at the end of the thread's next data
+ *     call (a loop busy between its waits), else from the progress thread's
  *     tick (a thread that does not come back to its loop), and at exec/exit.
  * Sending earlier than a kernel would is always allowed (TCP promises no
  * segment boundaries), so each of these is only a matter of efficiency.
@@ -171,6 +172,21 @@ void es__held_flush(void)
 	int n = take(h, v, 0);
 	pthread_mutex_unlock(&h->mu);
 	post_all(v, n, 0);
+}
+
+/* The calling thread is back in the shim, holding no lock (the end of a data
+ * call): what it has held for EMP_HOLD_NS or longer leaves now, from here. A
+ * loop busy for longer than that between its waits (node under a connection
+ * per request: a round of 50 connections' handlers) left half its replies to
+ * the progress thread's tick, a wake-up and a send on another CPU each. */
+void es__held_flush_aged(void)
+{
+	struct held *h = tl_held;
+	if (!h || !__atomic_load_n(&h->n, __ATOMIC_RELAXED))
+		return;
+	int64_t t0 = __atomic_load_n(&h->t0, __ATOMIC_RELAXED);
+	if (t0 && es__now_ns() - t0 >= EMP_HOLD_NS)
+		es__held_flush();
 }
 
 /* every thread's held slots older than min_age_ns (0: all); how many are

@@ -230,6 +230,7 @@ static void *reaper(void *arg)
 {
 	(void)arg;
 	struct pollfd p[REAP_FDS + 1];
+	pthread_setname_np(pthread_self(), "emp-reaper");
 	for (;;) {
 		int np;
 		int64_t next;
@@ -301,15 +302,28 @@ void es__reap_hold(void)
 	tl_hold++;
 }
 
+/* The hold stays on through the passes: a teardown's own engine work (its
+ * cancels drive the device) finishes other closing connections, which the
+ * next pass takes; a node server with a connection per request woke the
+ * reaper about once every two requests that way. */
 void es__reap_release(void)
 {
-	if (--tl_hold > 0 || !tl_due)
+	if (tl_hold > 1 || !tl_due) {
+		tl_hold--;
 		return;
-	tl_due = 0;
+	}
 	struct pollfd p[1];
 	int np, e = errno;
 	int64_t next;
-	reap_pass(p, &np, 0, 0, &next);
+	for (int i = 0; tl_due && i < 4; i++) {
+		tl_due = 0;
+		reap_pass(p, &np, 0, 0, &next);
+	}
+	tl_hold--;
+	if (tl_due) {          /* still more: the reaper's */
+		tl_due = 0;
+		reaper_wake();
+	}
 	errno = e;
 }
 
@@ -341,6 +355,7 @@ static void reap_until(int64_t deadline, int (*stop)(void *), void *arg)
 	struct es_wake wk = { .efd = es__tl_efd() };
 	struct zwaiter me = { &wk, NULL };
 	int listed = 0;
+	es__reap_hold();     /* what its passes finish goes at the end, not to the reaper */
 	for (;;) {
 		es__wake_reset(&wk);
 		int64_t next;
@@ -374,6 +389,7 @@ static void reap_until(int64_t deadline, int (*stop)(void *), void *arg)
 		pthread_mutex_unlock(&zwlock);
 	}
 	es__wake_reset(&wk);
+	es__reap_release();
 }
 
 /* close(): the connection lingers, holding a private dup of the kernel socket,

@@ -20,10 +20,13 @@
 #define HELD(call)                                                              \
 	({                                                                      \
 		struct es_sock *h_ = es__tl_in ? NULL : es__sock_get(fd);       \
+		if (h_)                                                         \
+			es__reap_hold();                                        \
 		__typeof__(call) r_ = call;                                     \
 		if (h_) {                                                       \
 			int e_ = errno;                                         \
 			es__sock_put(h_);                                       \
+			es__reap_release();                                     \
 			errno = e_;                                             \
 		}                                                               \
 		r_;                                                             \
@@ -217,8 +220,13 @@ int close(int fd)
 	int *kind = o;
 	if (*kind == ES_KIND_EPSET)
 		es__epset_close(fd, o);
-	else if (*kind == ES_KIND_SOCK)
-		return es__sock_close(fd, o);
+	else if (*kind == ES_KIND_SOCK) {
+		es__reap_hold();     /* what the close's engine work finishes goes here, not to the reaper */
+		int r = es__sock_close(fd, o), e = errno;
+		es__reap_release();
+		errno = e;
+		return r;
+	}
 	else if (es__is_mark(o))
 		es__fd_set(fd, NULL);    /* a socket never used: no lock, no free */
 	return R_(close)(fd);

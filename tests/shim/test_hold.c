@@ -129,6 +129,35 @@ static void t_hold_round(void)
 	CHECK(close(ep) == 0);
 }
 
+/* A round longer than the bound: a write after the round's first reply was
+ * held for EMP_HOLD_NS (200 us) posts what the thread holds at its own end,
+ * from this thread (without the progress thread, which this test has not); a
+ * write sooner than that still joins the held slot */
+static void t_hold_aged(void)
+{
+	struct sw w;
+	sw_open(&w, NULL, 8, 4096);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = w.fd[0] }, out[2];
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, w.fd[0], &ev) == 0);
+	CHECK_EQ(write(w.fd[1], "req", 3), 3);
+	flush_run(&w);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 1);      /* the round starts: the thread batches */
+	char b[8];
+	CHECK_EQ(read(w.fd[0], b, sizeof b), 3);
+	uint64_t m0 = sent(&w);
+	CHECK_EQ(write(w.fd[0], "one,", 4), 4);
+	CHECK_EQ(write(w.fd[0], "two,", 4), 4);       /* at once: joins it */
+	CHECK_EQ(sent(&w), m0);                      /* held (the engines ran, the shim's hold stays) */
+	usleep(1000);                                /* the handler computes: past the bound */
+	CHECK_EQ(write(w.fd[0], "three", 5), 5);
+	CHECK_EQ(sent(&w) - m0, 1);                  /* posted at the call's end: one message */
+	read_exact(&w, "one,two,three", 13);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 0);
+	CHECK_EQ(sent(&w) - m0, 1);                  /* nothing was left for the wait */
+	CHECK(close(ep) == 0);
+}
+
 /* A bulk write in an event-loop round: its full slots leave and so does its
  * tail (nothing the round adds would join it), and a corked bulk stream's
  * uncork inside the round posts the tail at once; small writes in the same
@@ -237,6 +266,7 @@ static const struct emp_test tests[] = {
 	{ "shim_hold_cork", t_hold_cork, 20 },
 	{ "shim_hold_msg_more", t_hold_msg_more, 20 },
 	{ "shim_hold_round", t_hold_round, 20 },
+	{ "shim_hold_aged", t_hold_aged, 20 },
 	{ "shim_hold_round_bulk", t_hold_round_bulk, 20 },
 	{ "shim_hold_bound_busy", t_hold_bound_busy, 20 },
 	{ "shim_hold_bound", t_hold_bound, 20 },
