@@ -98,20 +98,30 @@ static void t_hold_msg_more(void)
 	read_exact(&w, "GET / HTTP/1.1\r\n\r\n", 18);
 }
 
+/* side 0 in an epoll set (returned) whose wait just returned side 1's
+ * request, read: an event-loop round has started, the thread batches */
+static int round_start(struct sw *w)
+{
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = w->fd[0] }, out[2];
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, w->fd[0], &ev) == 0);
+	CHECK_EQ(write(w->fd[1], "req", 3), 3);
+	flush_run(w);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 1);
+	char b[8];
+	CHECK_EQ(read(w->fd[0], b, sizeof b), 3);
+	return ep;
+}
+
 /* An event-loop round: a thread whose epoll_wait returned events answers
  * with three writes; they leave as one message when it waits again */
 static void t_hold_round(void)
 {
 	struct sw w;
 	sw_open(&w, NULL, 8, 4096);
-	int ep = epoll_create1(0);
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = w.fd[0] }, out[2];
-	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, w.fd[0], &ev) == 0);
-	CHECK_EQ(write(w.fd[1], "req", 3), 3);
-	flush_run(&w);
-	CHECK_EQ(epoll_wait(ep, out, 2, 0), 1);      /* the round starts: the thread batches */
+	int ep = round_start(&w);
+	struct epoll_event out[2];
 	char b[8];
-	CHECK_EQ(read(w.fd[0], b, sizeof b), 3);
 	uint64_t m0 = sent(&w);
 	CHECK_EQ(write(w.fd[0], "one,", 4), 4);
 	CHECK_EQ(write(w.fd[0], "two,", 4), 4);
@@ -137,14 +147,8 @@ static void t_hold_aged(void)
 {
 	struct sw w;
 	sw_open(&w, NULL, 8, 4096);
-	int ep = epoll_create1(0);
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = w.fd[0] }, out[2];
-	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, w.fd[0], &ev) == 0);
-	CHECK_EQ(write(w.fd[1], "req", 3), 3);
-	flush_run(&w);
-	CHECK_EQ(epoll_wait(ep, out, 2, 0), 1);      /* the round starts: the thread batches */
-	char b[8];
-	CHECK_EQ(read(w.fd[0], b, sizeof b), 3);
+	int ep = round_start(&w);
+	struct epoll_event out[2];
 	uint64_t m0 = sent(&w);
 	CHECK_EQ(write(w.fd[0], "one,", 4), 4);
 	CHECK_EQ(write(w.fd[0], "two,", 4), 4);       /* at once: joins it */
