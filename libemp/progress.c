@@ -217,21 +217,17 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct emp_progress *pg = w->data;
 	struct emp_endpoint *ep = pg->ep;
 	unsigned exits = __atomic_load_n(&ep->exits, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) || pg->held) {
-		/* posts held back: sent from here if they stay; while threads
-		 * come back to their waits (which post what they hold) look
-		 * less often, as below */
-		pg->tick_s = exits != pg->exits_seen ? 2 * pg->tick_s : TICK_MIN;
-		if (pg->tick_s > TICK_BUSY)
-			pg->tick_s = TICK_BUSY;
-		pg->exits_seen = exits;
-	} else if (exits != pg->exits_seen) {
-		pg->exits_seen = exits;
+	int held = __atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) || pg->held;
+	if (held || exits != pg->exits_seen) {
 		/* threads come and go, and drive the engine as they do: while one
 		 * of them is inside a wait at every look, look less often (a
 		 * thread that left to compute is taken over at most TICK_BUSY
-		 * late), with no kick at its exit; else stay near */
-		pg->tick_s = polling(ep) > 0 ? 2 * pg->tick_s : TICK_MIN;
+		 * late), with no kick at its exit; else stay near. Posts held
+		 * back are sent from here if they stay: near, unless threads
+		 * came back to their waits since (which post what they hold) */
+		int busy = held ? exits != pg->exits_seen : polling(ep) > 0;
+		pg->exits_seen = exits;
+		pg->tick_s = busy ? 2 * pg->tick_s : TICK_MIN;
 		if (pg->tick_s > TICK_BUSY)
 			pg->tick_s = TICK_BUSY;
 	} else if (!polling(ep) && !pg->watching) {

@@ -72,6 +72,10 @@ int es__neg_valid(const struct neg_msg *m, ssize_t n, struct es_sock *s);
 int es__neg_params_ok(const struct neg_msg *m);
 int es__neg_udp_socket(void);
 int es__neg_name_in(int fd, int peer, struct sockaddr_in *out);
+/* a negotiation's bound: the short one (EMP_NEG_TIMEOUT_MS), or with lng
+ * the longer of it and the bound for a peer known to speak EMP
+ * (EMP_NEG_TIMEOUT_KNOWN_MS) */
+int64_t es__neg_bound_ns(int lng);
 int es__neg_self_and_peer(const struct sockaddr_in *local, const struct sockaddr_in *remote,
 			  uint16_t port);
 /* s's change count (its connection's HELLO moves it): read before looking */

@@ -107,12 +107,6 @@ static int long_bound(struct es_sock *s)
 	return k && (k->offer_ns > k->plain_ns || k->offer_ns >= s->ng.t0);
 }
 
-static int64_t bound_ns(int lng)
-{
-	int ms = lng && es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
-	return ms * 1000000ll;
-}
-
 /* ---- the responder's registry (under neg_lock) ---- */
 struct slot {
 	struct es_sock *s;
@@ -487,7 +481,7 @@ int es__negc_settle(struct es_sock *s)
 				s->ng.hello_tries += es__conn_hello_again(s);
 				es__sock_unlock(s);
 			}
-			until = s->ng.t_offer + bound_ns(1) + 200000000ll;
+			until = s->ng.t_offer + es__neg_bound_ns(1) + 200000000ll;
 			if (!emp && now >= until)
 				why = "server did not confirm EMP";
 		} else if (s->ng.st == NG_REJECTED) {
@@ -503,13 +497,13 @@ int es__negc_settle(struct es_sock *s)
 			why = "the server ended the connection before offering EMP";
 		} else {
 			int lng = long_bound(s);
-			until = s->ng.t0 + bound_ns(lng);
+			until = s->ng.t0 + es__neg_bound_ns(lng);
 			if (now >= until && !s->ng.t0_hs) {
 				s->ng.t0_hs = 1;
 				int64_t hs = handshake_ns(s, now);
 				if (hs > s->ng.t0)
 					s->ng.t0 = hs;
-				until = s->ng.t0 + bound_ns(lng);
+				until = s->ng.t0 + es__neg_bound_ns(lng);
 			}
 			if (now >= until) {
 				why = lng ? "no EMP offer from the server (known to speak EMP; busy?)"

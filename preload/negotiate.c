@@ -93,6 +93,12 @@ void es__neg_count_forged(struct es_sock *s, const char *why)
 	es__dbg("fd %d: negotiation message dropped: %s (%u so far)", s->kfd, why, n);
 }
 
+int64_t es__neg_bound_ns(int lng)
+{
+	int ms = lng && es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
+	return ms * 1000000ll;
+}
+
 int es__neg_self_and_peer(const struct sockaddr_in *local, const struct sockaddr_in *remote,
 			 uint16_t port)
 {

@@ -258,8 +258,7 @@ static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsign
 	/* a step (nobody waits): a client whose host answers other OFFERs
 	 * is busy, not mute, and is waited for up to the long bound */
 	if (now >= dl && nowait && !s->ng.sv.accepted && host_answering(host, now)) {
-		int ms = es__g.neg_known_ms > es__g.neg_ms ? es__g.neg_known_ms : es__g.neg_ms;
-		int64_t ldl = s->ng.sv.t0 + ms * 1000000ll;
+		int64_t ldl = s->ng.sv.t0 + es__neg_bound_ns(1);
 		if (ldl > dl)
 			s->ng.sv.dl = dl = ldl;
 	}

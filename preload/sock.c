@@ -222,9 +222,8 @@ int close(int fd)
 		es__epset_close(fd, o);
 	else if (*kind == ES_KIND_SOCK) {
 		es__reap_hold();     /* what the close's engine work finishes goes here, not to the reaper */
-		int r = es__sock_close(fd, o), e = errno;
-		es__reap_release();
-		errno = e;
+		int r = es__sock_close(fd, o);
+		es__reap_release();  /* errno kept */
 		return r;
 	}
 	else if (es__is_mark(o))
