@@ -68,9 +68,18 @@ struct es_conn {
 	unsigned credits;                /* receives the peer has posted for us: data messages we may post */
 	unsigned peer_bufs;              /* the peer's receive buffers: credits never exceed them */
 	uint8_t *sbuf;
-	emp_req_t **sreq;
-	uint32_t *slen;
+	emp_req_t **sreq;                /* by buffer: a buffer and its persistent send descriptor */
+	uint32_t *slen;                  /* slen, sdone, sfin: by slot, q % tx_slots */
 	uint8_t *sdone, *sfin;
+	/* which buffer slot q writes into: smap[q % tx_slots], given as q is first
+	 * staged (tx_mapped: the slots given so far) from a stack of free buffers,
+	 * the one freed last on top: a stream whose few messages in flight come
+	 * back acked writes into the same warm buffers, not through all of sbuf
+	 * (32 x 128 KiB walked through cold: MTU 9000, the sender's CPU per MB
+	 * 0.97-1.03 ms against 0.87-0.89 with 8 slots) */
+	uint16_t *smap, *sfree;
+	unsigned nfree;
+	uint64_t tx_mapped;
 	uint64_t tx_done;                /* oldest slot not free yet (freed in order as sends complete) */
 	uint64_t tx_posted;              /* next slot to post (needs a credit) */
 	uint64_t tx_staged;              /* next slot the application starts (it appends to the one before while unposted) */
@@ -106,7 +115,17 @@ struct es_conn {
 };
 
 static inline uint8_t *rslot(struct es_conn *c, uint64_t seq) { return c->rbuf + (seq % c->rx_slots) * (size_t)(ES_HDR + c->rx_slot_sz); }
-static inline uint8_t *sslot(struct es_conn *c, uint64_t seq) { return c->sbuf + (seq % c->tx_slots) * (size_t)(ES_HDR + c->tx_slot_sz); }
+/* send buffer b (its persistent descriptor: sreq[b]) */
+static inline uint8_t *sbase(const struct es_conn *c, unsigned b) { return c->sbuf + b * (size_t)(ES_HDR + c->tx_slot_sz); }
+/* the buffer of send slot q, given to it before (tx_map) */
+static inline unsigned sbuf_of(const struct es_conn *c, uint64_t q) { return c->smap[q % c->tx_slots]; }
+static inline uint8_t *sslot(const struct es_conn *c, uint64_t q) { return sbase(c, sbuf_of(c, q)); }
+/* send slots up to q get their buffers (q < tx_done + tx_slots: one is free for each) */
+static inline void tx_map(struct es_conn *c, uint64_t q)
+{
+	while (c->tx_mapped <= q)
+		c->smap[c->tx_mapped++ % c->tx_slots] = c->sfree[--c->nfree];
+}
 /* the last staged slot is not posted yet, carries no FIN and has room: a write appends to it */
 static inline int tx_tail_open(const struct es_conn *c)
 {
@@ -119,6 +138,7 @@ static inline int tx_slot_free(const struct es_conn *c) { return c->tx_staged - 
 static inline unsigned tx_stage_new(struct es_conn *c, int fin)
 {
 	unsigned i = c->tx_staged % c->tx_slots;
+	tx_map(c, c->tx_staged);
 	c->tail_bulk = c->tx_staged > c->tx_done && c->slen[(c->tx_staged - 1) % c->tx_slots] == c->tx_slot_sz;
 	c->slen[i] = 0;
 	c->sfin[i] = (uint8_t)fin;

@@ -47,6 +47,7 @@ static void free_conn(struct es_conn *c)
 		return;   /* the engine may still own a buffer */
 	es__ring_put(c->rbuf); free(c->rreq); free(c->rlen); free(c->roff);
 	es__ring_put(c->sbuf); free(c->sreq); free(c->slen); free(c->sdone); free(c->sfin);
+	free(c->smap); free(c->sfree);
 	free(c);
 }
 
@@ -96,8 +97,7 @@ static void teardown_locked(struct es_sock *s)
 	es__tl_in++;
 	for (uint64_t q = c->tx_done; q < c->tx_posted; q++) {
 		struct emp_status st;
-		unsigned i = q % c->tx_slots;
-		if (!c->sdone[i] && emp_wait(c->ep, c->sreq[i], &st, 0) == 0)
+		if (!c->sdone[q % c->tx_slots] && emp_wait(c->ep, c->sreq[sbuf_of(c, q)], &st, 0) == 0)
 			c->leak = 1;
 	}
 	emp_cancel_many(c->ep, c->rreq, (int)c->rx_slots);    /* one look at the engine for all */

@@ -306,6 +306,7 @@ static size_t stage_file(struct es_conn *c, struct src *x, size_t want)
 		room += v[n++].iov_len;
 	}
 	for (uint64_t q = c->tx_staged; n < ES_FILE_SLOTS && room < want && q - c->tx_done < c->tx_slots; q++) {
+		tx_map(c, q);
 		v[n].iov_base = sslot(c, q) + ES_HDR;
 		v[n].iov_len = c->tx_slot_sz;
 		room += v[n++].iov_len;

@@ -146,13 +146,18 @@ int es__conn_set_peer(struct es_sock *s, uint16_t pep, uint32_t rid, unsigned nb
 	c->slen = calloc(c->tx_slots, sizeof *c->slen);
 	c->sdone = calloc(c->tx_slots, 1);
 	c->sfin = calloc(c->tx_slots, 1);
-	if (!c->sbuf || !c->sreq || !c->slen || !c->sdone || !c->sfin) {
+	c->smap = calloc(c->tx_slots, sizeof *c->smap);
+	c->sfree = calloc(c->tx_slots, sizeof *c->sfree);
+	if (!c->sbuf || !c->sreq || !c->slen || !c->sdone || !c->sfin || !c->smap || !c->sfree) {
 		set_err(c, ENOMEM);
 		return -1;
 	}
+	for (unsigned b = 0; b < c->tx_slots; b++)
+		c->sfree[b] = (uint16_t)(c->tx_slots - 1 - b);   /* buffer 0 first */
+	c->nfree = c->tx_slots;
 	int r = 0;
 	for (unsigned i = 0; i < c->tx_slots && r == 0; i++) {
-		struct iovec v = { sslot(c, i), ES_HDR + c->tx_slot_sz };
+		struct iovec v = { sbase(c, i), ES_HDR + c->tx_slot_sz };
 		r = emp_send_init(c->ep, c->peer, c->rid, &v, 1, &c->sreq[i]);
 		if (r == 0)
 			emp_req_set_user(c->sreq[i], c);
@@ -286,11 +291,12 @@ void es__flush(struct es_conn *c)
 		memcpy(b + 2, &fl, 2);
 		memcpy(b + 4, &tok, 4);
 		c->sdone[i] = 0;
-		if (emp_req_set_len(c->ep, c->sreq[i], ES_HDR + c->slen[i]) < 0) {
+		emp_req_t *rq = c->sreq[sbuf_of(c, c->tx_posted)];
+		if (emp_req_set_len(c->ep, rq, ES_HDR + c->slen[i]) < 0) {
 			set_err(c, ECONNRESET);
 			return;
 		}
-		go[ngo++] = c->sreq[i];
+		go[ngo++] = rq;
 		c->to_return = 0;
 		if (c->credits)
 			c->credits--;
@@ -452,7 +458,7 @@ static int reap_sends(struct es_conn *c)
 		unsigned i = q % c->tx_slots;
 		if (c->sdone[i])
 			continue;
-		r = emp_reap(c->ep, c->sreq[i], &st);
+		r = emp_reap(c->ep, c->sreq[sbuf_of(c, q)], &st);
 		if (r == 0)
 			continue;
 		c->sdone[i] = 1;
@@ -466,6 +472,7 @@ static int reap_sends(struct es_conn *c)
 		c->sdone[i] = 0;
 		c->sfin[i] = 0;
 		c->slen[i] = 0;
+		c->sfree[c->nfree++] = (uint16_t)sbuf_of(c, c->tx_done);   /* on top: the next slot staged writes into it */
 		c->tx_done++;
 		changed = 1;
 	}
