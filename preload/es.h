@@ -159,6 +159,7 @@ struct es_negst {
 		int stepped;                 /* an epoll wait runs it step by step (es__negs_step) */
 		atomic_int kgone;            /* the liveness set saw the client's FIN or reset */
 		int64_t t0, dl, next, gap, icmp_grace, sent;
+		int64_t acc_at;              /* when the ACCEPT was taken */
 		uint64_t acc[6];             /* the ACCEPT taken (struct neg_msg) */
 	} sv;
 };

@@ -28,10 +28,17 @@
                                             hostile client, or one stopped in a
                                             debugger); "N connected" once all are,
                                             then holds them SECONDS and exits
+  negbacklog.py acceptmute HOST PORT N SECONDS [EP]   as mute, but each
+                                            answers its OFFER with a well-formed
+                                            ACCEPT naming endpoint EP (default: one
+                                            nobody has) and never sends the HELLO
+                                            that would prove it; "N accepted" once
+                                            all are, then holds them SECONDS
 """
 import os
 import select
 import socket
+import struct
 import sys
 import threading
 import time
@@ -199,20 +206,46 @@ def readnow(port):
         c.close()
 
 
+def marked_conn(host, port):
+    """a connection whose SYN carries the EMP mark, with its UDP twin bound and connected"""
+    s = socket.socket()
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 105)
+    s.bind(("0.0.0.0", 0))
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    u.bind(("0.0.0.0", s.getsockname()[1]))
+    u.connect((host, port))
+    s.settimeout(10)
+    s.connect((host, port))
+    return s, u
+
+
 def mute(host, port, n, secs):
     keep = []
     for _ in range(n):
-        s = socket.socket()
-        s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 105)
-        s.bind(("0.0.0.0", 0))
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        u.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        u.bind(("0.0.0.0", s.getsockname()[1]))
-        u.connect((host, port))
-        s.settimeout(10)
-        s.connect((host, port))
-        keep += [s, u]
+        keep += marked_conn(host, port)
     print("%d connected" % n, flush=True)
+    time.sleep(secs)
+
+
+def acceptmute(host, port, n, secs, ep=0):
+    keep = []
+    for i in range(n):
+        s, u = marked_conn(host, port)
+        keep += [s, u]
+        u.settimeout(5)
+        o = u.recv(64)
+        if len(o) != 48 or o[5] != 1:
+            sys.exit("negbacklog: connection %d: no OFFER (%d bytes)" % (i, len(o)))
+        lip, lport = s.getsockname()
+        # struct neg_msg (preload/neg.h), big-endian: magic, version 3, ACCEPT,
+        # the endpoint, connection id, 32 x 128 KiB buffers, the
+        # 4-tuple from our side, the OFFER's key echoed, a key of ours
+        a = struct.pack(">IBBHIII", 0x454D5073, 3, 2, ep or 40000 + i, 1000 + i, 32, 131072)
+        a += socket.inet_aton(lip) + socket.inet_aton(host) + struct.pack(">HH", lport, port)
+        a += o[32:40] + os.urandom(7) + b"\x01"
+        u.send(a)
+    print("%d accepted" % n, flush=True)
     time.sleep(secs)
 
 
@@ -229,6 +262,9 @@ if __name__ == "__main__":
         readnow(int(sys.argv[2]))
     elif sys.argv[1] == "mute":
         mute(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+    elif sys.argv[1] == "acceptmute":
+        acceptmute(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]),
+                   int(sys.argv[6]) if len(sys.argv) > 6 else 0)
     elif sys.argv[1] == "nbclient":
         nbclient(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
