@@ -120,6 +120,10 @@ static inline uint8_t *sbase(const struct es_conn *c, unsigned b) { return c->sb
 /* the buffer of send slot q, given to it before (tx_map) */
 static inline unsigned sbuf_of(const struct es_conn *c, uint64_t q) { return c->smap[q % c->tx_slots]; }
 static inline uint8_t *sslot(const struct es_conn *c, uint64_t q) { return sbase(c, sbuf_of(c, q)); }
+/* the persistent send descriptor of send slot q's buffer */
+static inline emp_req_t *sreq_of(const struct es_conn *c, uint64_t q) { return c->sreq[sbuf_of(c, q)]; }
+/* send slot q's buffer back on the free stack, on top: the next slot staged writes into it */
+static inline void tx_unmap(struct es_conn *c, uint64_t q) { c->sfree[c->nfree++] = (uint16_t)sbuf_of(c, q); }
 /* send slots up to q get their buffers (q < tx_done + tx_slots: one is free for each) */
 static inline void tx_map(struct es_conn *c, uint64_t q)
 {

@@ -270,7 +270,7 @@ int es__conn_hello_again(struct es_sock *s)
 	if (s->ng.early) {
 		c->tx_done = c->tx_posted = 0;      /* slot 0 staged again, posted by es__flush */
 		while (c->tx_mapped > c->tx_staged)   /* buffers given ahead to slots not staged (a file read that failed) */
-			c->sfree[c->nfree++] = (uint16_t)sbuf_of(c, --c->tx_mapped);
+			tx_unmap(c, --c->tx_mapped);
 		for (unsigned k = 0; k < c->nfree; k++)
 			if (c->sfree[k] == sbuf_of(c, 0)) {   /* its buffer, freed as it completed, is its own again */
 				c->sfree[k] = c->sfree[--c->nfree];

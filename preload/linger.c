@@ -97,7 +97,7 @@ static void teardown_locked(struct es_sock *s)
 	es__tl_in++;
 	for (uint64_t q = c->tx_done; q < c->tx_posted; q++) {
 		struct emp_status st;
-		if (!c->sdone[q % c->tx_slots] && emp_wait(c->ep, c->sreq[sbuf_of(c, q)], &st, 0) == 0)
+		if (!c->sdone[q % c->tx_slots] && emp_wait(c->ep, sreq_of(c, q), &st, 0) == 0)
 			c->leak = 1;
 	}
 	emp_cancel_many(c->ep, c->rreq, (int)c->rx_slots);    /* one look at the engine for all */

@@ -72,19 +72,21 @@ static struct {
 	_Atomic int64_t at;
 } proofs[PROOFS_SEEN];
 
+static uint32_t proof_who(int host, uint16_t cep) { return ((uint32_t)host << 16 | cep) + 1; }
+static unsigned proof_slot(int host, uint16_t cep) { return ((unsigned)host * 65599u + cep) % PROOFS_SEEN; }
+
 static void proof_note(int host, uint16_t cep, int64_t now)
 {
-	unsigned k = ((unsigned)host * 65599u + cep) % PROOFS_SEEN;
-	atomic_store(&proofs[k].who, ((uint32_t)host << 16 | cep) + 1);
+	unsigned k = proof_slot(host, cep);
+	atomic_store(&proofs[k].who, proof_who(host, cep));
 	atomic_store(&proofs[k].at, now);
 }
 
 /* the endpoint proved another connection at t or later */
 static int proved_since(int host, uint16_t cep, int64_t t)
 {
-	unsigned k = ((unsigned)host * 65599u + cep) % PROOFS_SEEN;
-	return host >= 0 && atomic_load(&proofs[k].who) == (((uint32_t)host << 16 | cep) + 1) &&
-	       atomic_load(&proofs[k].at) >= t;
+	unsigned k = proof_slot(host, cep);
+	return host >= 0 && atomic_load(&proofs[k].who) == proof_who(host, cep) && atomic_load(&proofs[k].at) >= t;
 }
 
 /* The first resend of an OFFER: only a lost datagram needs one (an OFFER
@@ -197,7 +199,7 @@ static int sv_read(struct es_sock *s, emp_endpoint_t *ep, int host, struct neg_m
 		atomic_store(&host_accept_at[host % HOSTS_SEEN], s->ng.sv.acc_at);
 		/* its HELLO left right behind the ACCEPT: the short bound from
 		 * here for the proof (a stepped socket's bound was the long one) */
-		int64_t pdl = es__now_ns() + es__g.neg_ms * 1000000ll;
+		int64_t pdl = s->ng.sv.acc_at + es__g.neg_ms * 1000000ll;
 		if (s->ng.sv.stepped && pdl < s->ng.sv.dl)
 			s->ng.sv.dl = pdl;
 		return 0;   /* what follows (a REJECT, a copy) is read at the next look */
@@ -282,24 +284,22 @@ static int sv_step(struct es_sock *s, int read, int gone, int64_t *until, unsign
 		return es__neg_fallback(s, "the client ended the connection before its EMP endpoint confirmed");
 	}
 	int64_t dl = s->ng.sv.dl;
-	/* a step (nobody waits): a client whose host answers other OFFERs
-	 * is busy, not mute, and is waited for up to the long bound */
-	if (now >= dl && nowait && !s->ng.sv.accepted && host_answering(host, now)) {
-		int64_t ldl = s->ng.sv.t0 + es__neg_bound_ns(1);
-		if (ldl > dl)
-			s->ng.sv.dl = dl = ldl;
-	}
-	/* ... and after its ACCEPT, a client whose endpoint (the one its
-	 * ACCEPT named) proved another connection since: that engine works,
-	 * and this HELLO waits there behind the data of the connections
-	 * already running (1000 connections from 4 hosts, each 1 MiB each
-	 * way: t_fault_load was refused one in about 30 runs at the short
-	 * bound from the ACCEPT). An ACCEPT naming an endpoint that proves
-	 * nothing (mute, or another process's: a forger's) keeps the short
-	 * bound; the long one ends 10 s after the connection at most */
-	if (now >= dl && nowait && s->ng.sv.accepted && proved_since(host, ntohs(acc.ep), s->ng.sv.acc_at)) {
-		int64_t ldl = s->ng.sv.acc_at + es__neg_bound_ns(1);
-		if (ldl > dl)
+	/* a step (nobody waits) past the bound: a client that is busy, not
+	 * mute, is waited for up to the long bound. Before its ACCEPT, one
+	 * whose host answers other OFFERs (from the connection's start); after
+	 * it, one whose endpoint (the one its ACCEPT named) proved another
+	 * connection since (from the ACCEPT): that engine works, and this
+	 * HELLO waits there behind the data of the connections already running
+	 * (1000 connections from 4 hosts, each 1 MiB each way: t_fault_load was
+	 * refused one in about 30 runs at the short bound from the ACCEPT). An
+	 * ACCEPT naming an endpoint that proves nothing (mute, or another
+	 * process's: a forger's) keeps the short bound; the long one ends 10 s
+	 * after the connection at most */
+	if (now >= dl && nowait) {
+		int64_t from = !s->ng.sv.accepted ? (host_answering(host, now) ? s->ng.sv.t0 : 0)
+			     : proved_since(host, ntohs(acc.ep), s->ng.sv.acc_at) ? s->ng.sv.acc_at : 0;
+		int64_t ldl = from + es__neg_bound_ns(1);
+		if (from && ldl > dl)
 			s->ng.sv.dl = dl = ldl;
 	}
 	if (now >= dl) {

@@ -291,7 +291,7 @@ void es__flush(struct es_conn *c)
 		memcpy(b + 2, &fl, 2);
 		memcpy(b + 4, &tok, 4);
 		c->sdone[i] = 0;
-		emp_req_t *rq = c->sreq[sbuf_of(c, c->tx_posted)];
+		emp_req_t *rq = sreq_of(c, c->tx_posted);
 		if (emp_req_set_len(c->ep, rq, ES_HDR + c->slen[i]) < 0) {
 			set_err(c, ECONNRESET);
 			return;
@@ -458,7 +458,7 @@ static int reap_sends(struct es_conn *c)
 		unsigned i = q % c->tx_slots;
 		if (c->sdone[i])
 			continue;
-		r = emp_reap(c->ep, c->sreq[sbuf_of(c, q)], &st);
+		r = emp_reap(c->ep, sreq_of(c, q), &st);
 		if (r == 0)
 			continue;
 		c->sdone[i] = 1;
@@ -472,7 +472,7 @@ static int reap_sends(struct es_conn *c)
 		c->sdone[i] = 0;
 		c->sfin[i] = 0;
 		c->slen[i] = 0;
-		c->sfree[c->nfree++] = (uint16_t)sbuf_of(c, c->tx_done);   /* on top: the next slot staged writes into it */
+		tx_unmap(c, c->tx_done);
 		c->tx_done++;
 		changed = 1;
 	}
