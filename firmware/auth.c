@@ -53,12 +53,13 @@ void emp__auth_session_key(const struct emp_fw *fw, uint8_t out[16], const uint8
 }
 
 /* The key a frame of this type to peer pe is sent with (copied into the tx batch). */
-void emp__auth_tx_key(struct emp_fw *fw, unsigned i, const struct peer *pe, uint8_t type)
+void emp__auth_tx_key(struct emp_fw *fw, unsigned i, const struct peer *pe, uint8_t type, uint16_t flags)
 {
 	const uint8_t *k;
 	switch (type) {
+	case EMP_T_BYE:       k = flags & EMP_F_DONE ? pe->rx_key : pe->tx_key; break;
 	case EMP_T_DATA:                                  /* our session toward them */
-	case EMP_T_BYE:       k = pe->tx_key; break;
+	                      k = pe->tx_key; break;
 	case EMP_T_ACK:                                   /* their session toward us */
 	case EMP_T_HELLO_ACK: k = pe->rx_key; break;
 	case EMP_T_HELLO:     k = fw->auth_hello; break;
@@ -131,6 +132,14 @@ static const uint8_t *rx_key(struct emp_fw *fw, const struct hdr *h, int *pass)
 				      fw->cfg.incarnation, h->src_inc, pe->tx_nonce, h->msg_id, pe->tx_session);
 		return fw->auth_tmp;
 	case EMP_T_BYE:
+		if (h->flags & EMP_F_DONE) {         /* in our session toward them, as ACK */
+			if (!pe || h->dst_inc != fw->cfg.incarnation || pe->tx_state != PTX_UP ||
+			    h->session != pe->tx_session || h->src_inc != pe->tx_remote_inc) {
+				emp__drop(fw, EMP_DROP_NO_SESSION);
+				return NULL;
+			}
+			return pe->tx_key;
+		}
 		if (h->dst_inc != fw->cfg.incarnation || !emp__rx_session_ok(pe, h)) {
 			emp__drop(fw, EMP_DROP_NO_SESSION);
 			return NULL;

@@ -154,10 +154,11 @@ struct emp_counters {
 	uint64_t mtu_mismatch;       /* sessions with a peer whose MTU differs from ours */
 	uint64_t acks_merged;        /* bulk acks replaced, before they left, by a later one of the same message */
 	uint64_t rx_gathers;         /* waits that let a multi-frame message's frames gather (gather.c) */
-	uint64_t byes_sent;          /* BYEs sent at the endpoint's close, one per peer with a session */
+	uint64_t byes_sent;          /* BYEs sent at the endpoint's close, one per session (ours toward a peer, theirs toward us) */
 	uint64_t peers_departed;     /* BYEs taken: peers whose life ended (their slot free once unheld) */
 	uint64_t rx_direct;          /* messages that arrived straight into a waiting reader's buffers (emp_recv_redirect) */
 	uint64_t rx_bulk;            /* frames the device read from its bulk path (afpacket: the bulk socket, afp_bulk.c) */
+	uint64_t bye_completed;      /* sends a closing peer's BYE said it had received (their final ack was lost) */
 	uint32_t last_mismatch_mtu;  /* the smaller MTU then chosen */
 	uint64_t drops[EMP_DROP_MAX];
 	uint64_t drops_total;

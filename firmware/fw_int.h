@@ -262,6 +262,8 @@ void emp__peer_fresh(struct emp_fw *fw, int32_t p, uint64_t now);
 void emp__peer_activate(struct emp_fw *fw, int32_t p);
 void emp__peer_fail_sends(struct emp_fw *fw, int32_t p, int64_t err);
 void emp__peer_fail_recvs(struct emp_fw *fw, int32_t p, int64_t err);
+/* our session toward p is over: its sends fail (ECONNRESET), the next send opens a new one */
+void emp__peer_tx_reset(struct emp_fw *fw, int32_t p);
 void emp__peer_send_hello(struct emp_fw *fw, int32_t p, uint64_t now);
 void emp__rx_hello(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now);
 void emp__hello_refused(struct emp_fw *fw, const struct hdr *h, uint64_t now);
@@ -269,7 +271,9 @@ void emp__rx_hello_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64
 void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p);
 void emp__send_stale(struct emp_fw *fw, const struct hdr *h);
 void emp__rx_probe(struct emp_fw *fw, const struct hdr *h, uint64_t now);
+/* bye.c: the end of a life */
 void emp__rx_bye(struct emp_fw *fw, const struct hdr *h, int32_t p);
+void emp__rx_bye_done(struct emp_fw *fw, const struct hdr *h, int32_t p);
 /* send.c: data frames and the tx batch */
 uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags, uint32_t msg_id,
 		      uint16_t session, uint32_t body_len);
@@ -320,7 +324,7 @@ void emp__auth_init(struct emp_fw *fw);
 void emp__auth_session_key(const struct emp_fw *fw, uint8_t out[16], const uint8_t *mac_i, const uint8_t *mac_r,
 			   uint16_t ep_i, uint16_t ep_r, uint32_t inc_i, uint32_t inc_r, uint32_t n_i,
 			   uint32_t n_r, uint16_t session);
-void emp__auth_tx_key(struct emp_fw *fw, unsigned i, const struct peer *pe, uint8_t type);
+void emp__auth_tx_key(struct emp_fw *fw, unsigned i, const struct peer *pe, uint8_t type, uint16_t flags);
 void emp__auth_tag(struct emp_fw *fw, unsigned i);
 int emp__auth_check(struct emp_fw *fw, const struct hdr *h, const uint8_t *f);
 /* limit.c: STALE and HELLO_ACK are sent unasked (a spoofed frame draws one): 1 if one may go to p now */

@@ -279,7 +279,7 @@ void emp__peer_send_hello(struct emp_fw *fw, int32_t p, uint64_t now)
 }
 
 /* Our sends to a peer whose incarnation changed can never be delivered. */
-static void tx_side_reset(struct emp_fw *fw, int32_t p, uint64_t now)
+void emp__peer_tx_reset(struct emp_fw *fw, int32_t p)
 {
 	struct peer *pe = &fw->peer[p];
 	emp__peer_fail_sends(fw, p, -EMP_ECONNRESET);
@@ -405,43 +405,13 @@ void emp__rx_stale(struct emp_fw *fw, const struct hdr *h, int32_t p)
 	}
 	fw->ctr.peer_restarts++;
 	if (tx)
-		tx_side_reset(fw, p, fw->now);
+		emp__peer_tx_reset(fw, p);
 	if (rx) {
 		/* its previous life's messages to us can never complete either; its
 		 * new life's HELLO is then a first contact */
 		emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
 		pe->rx_known = 0;
 	}
-}
-
-/* A BYE in the session of theirs we know (checked here and, with auth, its
- * tag under that session's key): that life is over. Its messages to us can
- * never complete, nor ours to it; its slot may go to another at once. */
-void emp__rx_bye(struct emp_fw *fw, const struct hdr *h, int32_t p)
-{
-	struct peer *pe = &fw->peer[p];
-	if (h->dst_inc != fw->cfg.incarnation || !emp__rx_session_ok(pe, h)) {
-		emp__drop(fw, EMP_DROP_NO_SESSION);
-		return;
-	}
-	fw->ctr.peers_departed++;
-	pe->bye_inc = h->src_inc;
-	if (pe->tx_state != PTX_NEW && pe->tx_remote_inc == h->src_inc)
-		tx_side_reset(fw, p, fw->now);
-	emp__peer_fail_recvs(fw, p, -EMP_ECONNRESET);
-	pe->rx_known = 0;
-}
-
-void emp__fw_bye(struct emp_fw *fw)
-{
-	for (uint32_t i = 0; i < fw->npeers; i++) {
-		struct peer *pe = &fw->peer[i];
-		if (!pe->used || pe->tx_state != PTX_UP)
-			continue;
-		(void)emp__tx_slot(fw, (int32_t)i, EMP_T_BYE, 0, 0, pe->tx_session, 0);
-		fw->ctr.byes_sent++;
-	}
-	emp__fw_flush(fw);
 }
 
 /* Answer a frame that named an incarnation of ours that is gone. A sender

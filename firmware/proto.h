@@ -86,6 +86,20 @@
  *   that does not match the session is dropped; a lost one leaves the quiet
  *   rule.
  *
+ *  BYE with EMP_F_DONE (12 bytes): "this life is over; of the messages you
+ *   sent me, these completed". Sent at the close before the plain BYE, once,
+ *   in the receiver's session toward the sender (session, dst_inc and, with
+ *   auth, the key as ACK), to every peer whose session toward us we know. A
+ *   final ack that was lost can no longer be answered once the endpoint is
+ *   gone (nobody keeps its state, as TCP's TIME_WAIT does in the kernel): its
+ *   sender learns here that the message arrived, and that the rest never
+ *   will, at once instead of after its retries (-ETIMEDOUT).
+ *   26  4   next      every message of that session below next completed here
+ *   30  8   done      bit i: message next+i completed here (i < 64)
+ *   Completed means matched, received whole and not given up (expire.c):
+ *   the sender completes those sends with their length and fails the rest
+ *   with ECONNRESET.
+ *
  *  AUTHENTICATED FRAMES (option auth on; auth.c). The version field says
  *  EMP_PROTO_VERSION_AUTH (10) instead of 2; the frame is the same, followed
  *  by an 8-byte tag right after the type's body and payload (at offset
@@ -119,6 +133,7 @@
 #define EMP_DATA_HDR_LEN   14
 #define EMP_ACK_HDR_LEN    16
 #define EMP_HELLO_HDR_LEN   8
+#define EMP_BYE_DONE_LEN   12
 #define EMP_STALE_HDR_LEN   4
 #define EMP_PIGGY_LEN      12
 #define EMP_DATA_OVERHEAD  (EMP_HDR_LEN + EMP_DATA_HDR_LEN)   /* beyond Ethernet: 40 */
@@ -178,6 +193,7 @@ enum emp_frame_flags {
 	EMP_F_PIGGY  = 1u << 8,  /* DATA: a completion ack follows the DATA header */
 	EMP_F_DUP    = 1u << 7,  /* ACK: answers a frame I already had: the sender's
 				  * retransmission was spurious (its timer too short) */
+	EMP_F_DONE   = 1u << 4,  /* BYE: in the receiver's session, what completed follows */
 };
 
 /* Protocol tunables (defaults; most are run-time options in emp.conf). */

@@ -315,8 +315,9 @@ static int64_t body_size(uint8_t type, uint16_t flags, const uint8_t *body, uint
 		return EMP_HELLO_HDR_LEN;
 	case EMP_T_STALE:
 		return EMP_STALE_HDR_LEN;
-	case EMP_T_PROBE:
 	case EMP_T_BYE:
+		return flags & EMP_F_DONE ? EMP_BYE_DONE_LEN : 0;
+	case EMP_T_PROBE:
 		return 0;
 	default:
 		return -1;
@@ -445,6 +446,8 @@ int emp__fw_frame(struct emp_fw *fw, const uint8_t *f, uint32_t len, uint64_t no
 		p = emp__peer_get(fw, (uint16_t)h.host, h.src_ep, 0);
 		if (p == NIL)
 			emp__drop(fw, EMP_DROP_NO_SESSION);
+		else if (h.flags & EMP_F_DONE)
+			emp__rx_bye_done(fw, &h, p);
 		else
 			emp__rx_bye(fw, &h, p);
 		break;

@@ -62,11 +62,16 @@ void h_close(struct harness *h, int i)
 	h->ep[i] = NULL;
 }
 
-void h_restart(struct harness *h, int i)
+void h_crash(struct harness *h, int i)
 {
 	if (h->ep[i])
-		h->ep[i]->said_bye = 1;   /* a crash: the peers are not told (emp_goodbye) */
+		h->ep[i]->said_bye = 1;   /* the peers are not told (emp_goodbye) */
 	h_close(h, i);
+}
+
+void h_restart(struct harness *h, int i)
+{
+	h_crash(h, i);
 	open_ep(h, i);
 }
 

@@ -29,7 +29,10 @@ void h_free(struct harness *h);
 /* Close and reopen endpoint i with a new incarnation (a restarted process). */
 /* close endpoint i as a crash would (its peers are not told: no BYE) and open a new life */
 void h_restart(struct harness *h, int i);
+/* close endpoint i: emp_close, which says BYE in each of its sessions */
 void h_close(struct harness *h, int i);
+/* close endpoint i as a crash would: no BYE */
+void h_crash(struct harness *h, int i);
 emp_addr_t h_addr(int host);
 /* Drive every endpoint, advancing virtual time to the next event, until
  * done(arg) is true or max_ns of virtual time passed. 1 if done. */

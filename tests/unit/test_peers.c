@@ -87,7 +87,7 @@ static void t_bye(void)
 	emp_goodbye(h.ep[1]);
 	emp_goodbye(h.ep[1]);                                    /* once per life */
 	emp_goodbye(h.ep[2]);
-	CHECK_EQ(h_ctr(&h, 1).byes_sent, 1);                     /* its one peer with a session */
+	CHECK_EQ(h_ctr(&h, 1).byes_sent, 2);                     /* one per session, both with h0 */
 	h_run(&h, NULL, NULL, 10 * MS);
 	CHECK_EQ(h_ctr(&h, 0).peers_departed, 2);
 	CHECK_EQ(emp_peer_hold(h.ep[0], h_addr(3)), 0);          /* 1's slot, 20 ms after its last frame */
@@ -101,6 +101,60 @@ static void t_bye(void)
 	CHECK_EQ(h_ctr(&h, 0).send_errors + h_ctr(&h, 0).recv_errors, 0);
 	h_free(&h);
 }
+
+/* A receiver that closes after its final ack was lost (nobody can answer
+ * for it afterwards: its engine is gone with it) says in its BYE what
+ * completed. The sender's message that arrived whole completes with its
+ * length, the one that found no receive fails with ECONNRESET, both at once
+ * instead of after the retries (-ETIMEDOUT, seconds). The receiver never
+ * sent to the sender: only the DONE BYE goes. */
+static void bye_done(int auth)
+{
+	struct emp_fw_config fwc;
+	emp__fw_config_defaults(&fwc);
+	if (auth) {
+		fwc.auth = 1;
+		memcpy(fwc.auth_key, "bye-done-key-016", 16);
+	}
+	struct harness h;
+	h_init(&h, 2, NULL, &fwc);
+	h_xfer(&h, 0, 1, 3000, 3, 1, 50 * MS);            /* h0's session toward h1 */
+	static uint8_t a[3000], rb[3000], b[100];
+	h_fill(a, sizeof(a), 7);
+	struct iovec rv = { rb, sizeof(rb) }, av = { a, sizeof(a) }, bv = { b, sizeof(b) };
+	emp_req_t *rr, *sa, *sb;
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 4, &rv, 1, &rr), 0);
+	CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 4, &av, 1, &sa), 0);
+	CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 5, &bv, 1, &sb), 0);   /* no receive takes tag 5 */
+	emp_progress(h.ep[0]);                               /* h0's frames go on the wire */
+	struct emp_sim_faults lose = { .seed = 1, .loss_ppm = 1000000 };
+	emp_sim_wire_set_faults(h.wire, &lose);              /* ... and every answer is lost */
+	CHECK(h_run_only(&h, 1, h_req_done, rr, 10 * MS));
+	struct emp_status st;
+	CHECK_EQ(emp_test(h.ep[1], rr, &st), 1);
+	CHECK_EQ(st.result, (int64_t)sizeof(a));
+	CHECK(h_check(rb, sizeof(rb), 7));
+	CHECK(h_ctr(&h, 1).tx_acks >= 1);                    /* its ack went, and was lost */
+	CHECK(!h_req_done(sa) && !h_req_done(sb));
+	struct emp_sim_faults none = { .seed = 1 };
+	emp_sim_wire_set_faults(h.wire, &none);
+	struct emp_counters c0 = h_ctr(&h, 0);
+	h_close(&h, 1);
+	uint64_t t0 = h.now;
+	CHECK(h_wait(&h, 0, sa, &st, 50 * MS));
+	CHECK_EQ(st.result, (int64_t)sizeof(a));
+	CHECK(h_wait(&h, 0, sb, &st, 50 * MS));
+	CHECK_EQ(st.result, -ECONNRESET);
+	struct emp_counters c = h_ctr(&h, 0);
+	CHECK_EQ(c.bye_completed - c0.bye_completed, 1);
+	CHECK_EQ(c.peers_departed - c0.peers_departed, 1);
+	CHECK_EQ(c.timeouts - c0.timeouts <= 2, 1);          /* not the retries' way */
+	CHECK_MSG(h.now - t0 < 5 * MS, "took %llu ns", (unsigned long long)(h.now - t0));
+	h_free(&h);
+}
+
+static void t_bye_done(void) { bye_done(0); }
+static void t_bye_done_auth(void) { bye_done(1); }
 
 /* Host 2 has no endpoint; a raw port speaks with its MAC from endpoint 5. */
 static void *stranger(struct harness *h)
@@ -270,6 +324,8 @@ static const struct emp_test tests[] = {
 	{ "peers_reclaim", t_reclaim, 60 },
 	{ "peers_hold", t_hold, 30 },
 	{ "peers_bye", t_bye, 30 },
+	{ "peers_bye_done", t_bye_done, 30 },
+	{ "peers_bye_done_auth", t_bye_done_auth, 30 },
 	{ "peers_stale_allocates_nothing", t_stale_allocates_nothing, 30 },
 	{ "peers_hello_needs_hold", t_hello_needs_hold, 30 },
 	{ "peers_hello_before_hold", t_hello_before_hold, 30 },
