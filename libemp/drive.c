@@ -75,6 +75,7 @@ static void saw_device(struct emp_endpoint *ep)
 	if (now - __atomic_load_n(&ep->last_exit_ns, __ATOMIC_RELAXED) < EMP__TAKEOVER_NS / 8)
 		return;
 	__atomic_store_n(&ep->last_exit_ns, now, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&ep->drives, 1, __ATOMIC_RELAXED);
 	emp__progress_exit_seen(ep);
 }
 

@@ -51,6 +51,7 @@ struct emp_endpoint {
 	uint64_t last_exit_ns;           /* when a thread last left emp_wait_for */
 	uint64_t last_drive_ns;          /* when the engine was last driven */
 	unsigned exits;                  /* how many times threads left emp_wait_for */
+	unsigned drives;                 /* ... and looked at the device in a drive (saw_device, drive.c) */
 	int busy_hint;                   /* the last drive left work (tx budget, frames): drive again */
 	/* transmit batching (emp_defer): posts waiting for the next drive */
 	unsigned deferred;               /* posts made without driving since the last drive */

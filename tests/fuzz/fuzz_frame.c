@@ -138,7 +138,8 @@ static int64_t fz_body(const uint8_t *c, uint32_t avail)
 	case EMP_T_ACK: return EMP_ACK_HDR_LEN;
 	case EMP_T_HELLO: case EMP_T_HELLO_ACK: return EMP_HELLO_HDR_LEN;
 	case EMP_T_STALE: return EMP_STALE_HDR_LEN;
-	case EMP_T_PROBE: case EMP_T_BYE: return 0;
+	case EMP_T_BYE: return EMP_VTF_FLAGS(vtf) & EMP_F_DONE ? EMP_BYE_DONE_LEN : 0;
+	case EMP_T_PROBE: return 0;
 	default: return -1;
 	}
 }
@@ -152,8 +153,13 @@ static void fz_tag(uint8_t *f, uint32_t len, int host)
 		return;
 	int32_t p = emp__peer_get(fw, (uint16_t)host, 1, 0);
 	const struct peer *pe = p == NIL ? NULL : &fw->peer[p];
-	switch (EMP_VTF_TYPE(get16(c + EMP_C_VTF))) {
-	case EMP_T_DATA: case EMP_T_BYE: if (!pe) return; memcpy(k, pe->rx_key, 16); break;
+	uint16_t vtf = get16(c + EMP_C_VTF);
+	switch (EMP_VTF_TYPE(vtf)) {
+	case EMP_T_BYE:                                   /* DONE: in our session, as ACK */
+		if (!pe) return;
+		memcpy(k, EMP_VTF_FLAGS(vtf) & EMP_F_DONE ? pe->tx_key : pe->rx_key, 16);
+		break;
+	case EMP_T_DATA: if (!pe) return; memcpy(k, pe->rx_key, 16); break;
 	case EMP_T_ACK: if (!pe) return; memcpy(k, pe->tx_key, 16); break;
 	case EMP_T_HELLO: memcpy(k, fw->auth_hello, 16); break;
 	case EMP_T_STALE: memcpy(k, fw->auth_stale, 16); break;
