@@ -118,6 +118,8 @@ static inline void tool_counters(emp_endpoint_t *ep, FILE *f)
 	for (int i = 0; i < EMP_DROP_MAX; i++)
 		if (c.drops[i])
 			fprintf(f, "emp:   drop %s %llu\n", emp__drop_names[i], (unsigned long long)c.drops[i]);
+	if (c.bye_completed)
+		fprintf(f, "emp: sends completed by a closing peer's BYE %llu\n", (unsigned long long)c.bye_completed);
 }
 
 /* Client end: tell the server we are done (tag quit), print counters if
