@@ -24,7 +24,7 @@ void emp__send_ack(struct emp_fw *fw, int32_t p, struct rec *r, uint16_t flags)
 void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now)
 {
 	struct peer *pe = &fw->peer[p];
-	if (pe->tx_state != PTX_UP || h->session != pe->tx_session || h->src_inc != pe->tx_remote_inc) {
+	if (!emp__tx_session_ok(pe, h)) {
 		emp__drop(fw, EMP_DROP_STALE);       /* an ack from before a reset */
 		return;
 	}

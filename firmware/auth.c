@@ -56,12 +56,10 @@ void emp__auth_session_key(const struct emp_fw *fw, uint8_t out[16], const uint8
 void emp__auth_tx_key(struct emp_fw *fw, unsigned i, const struct peer *pe, uint8_t type, uint16_t flags)
 {
 	const uint8_t *k;
-	switch (type) {
-	case EMP_T_BYE:       k = flags & EMP_F_DONE ? pe->rx_key : pe->tx_key; break;
-	case EMP_T_DATA:                                  /* our session toward them */
-	                      k = pe->tx_key; break;
-	case EMP_T_ACK:                                   /* their session toward us */
-	case EMP_T_HELLO_ACK: k = pe->rx_key; break;
+	switch (emp__rx_side(type, flags) ? EMP_T_ACK : type) {
+	case EMP_T_ACK:       k = pe->rx_key; break;     /* their session toward us */
+	case EMP_T_DATA:                                 /* our session toward them */
+	case EMP_T_BYE:       k = pe->tx_key; break;
 	case EMP_T_HELLO:     k = fw->auth_hello; break;
 	case EMP_T_STALE:     k = fw->auth_stale; break;
 	default:              k = fw->auth_probe; break;
@@ -117,7 +115,7 @@ static const uint8_t *rx_key(struct emp_fw *fw, const struct hdr *h, int *pass)
 			*pass = 1;           /* dropped as unknown_msg, or answered by a STALE */
 			return NULL;
 		}
-		if (pe->tx_state != PTX_UP || h->session != pe->tx_session || h->src_inc != pe->tx_remote_inc) {
+		if (!emp__tx_session_ok(pe, h)) {
 			emp__drop(fw, EMP_DROP_STALE);
 			return NULL;
 		}
@@ -133,8 +131,7 @@ static const uint8_t *rx_key(struct emp_fw *fw, const struct hdr *h, int *pass)
 		return fw->auth_tmp;
 	case EMP_T_BYE:
 		if (h->flags & EMP_F_DONE) {         /* in our session toward them, as ACK */
-			if (!pe || h->dst_inc != fw->cfg.incarnation || pe->tx_state != PTX_UP ||
-			    h->session != pe->tx_session || h->src_inc != pe->tx_remote_inc) {
+			if (h->dst_inc != fw->cfg.incarnation || !emp__tx_session_ok(pe, h)) {
 				emp__drop(fw, EMP_DROP_NO_SESSION);
 				return NULL;
 			}

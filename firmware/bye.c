@@ -95,8 +95,7 @@ void emp__rx_bye(struct emp_fw *fw, const struct hdr *h, int32_t p)
 void emp__rx_bye_done(struct emp_fw *fw, const struct hdr *h, int32_t p)
 {
 	struct peer *pe = &fw->peer[p];
-	if (h->dst_inc != fw->cfg.incarnation || pe->tx_state != PTX_UP || h->session != pe->tx_session ||
-	    h->src_inc != pe->tx_remote_inc) {
+	if (h->dst_inc != fw->cfg.incarnation || !emp__tx_session_ok(pe, h)) {
 		emp__drop(fw, EMP_DROP_NO_SESSION);
 		return;
 	}

@@ -257,6 +257,17 @@ static inline int emp__rx_session_ok(const struct peer *pe, const struct hdr *h)
 {
 	return pe && pe->rx_known && pe->rx_remote_inc == h->src_inc && pe->rx_session == h->session;
 }
+/* A frame (ACK, BYE with DONE) of our session toward them, the one that is up. */
+static inline int emp__tx_session_ok(const struct peer *pe, const struct hdr *h)
+{
+	return pe && pe->tx_state == PTX_UP && pe->tx_session == h->session && pe->tx_remote_inc == h->src_inc;
+}
+/* A frame we send in their session toward us (ACK, HELLO_ACK, BYE with DONE):
+ * it names their incarnation as we accept it and, with auth, uses that key. */
+static inline int emp__rx_side(uint8_t type, uint16_t flags)
+{
+	return type == EMP_T_ACK || type == EMP_T_HELLO_ACK || (type == EMP_T_BYE && (flags & EMP_F_DONE));
+}
 /* before a send is queued to p: a session idle for EMP_PEER_FRESH_NS starts over */
 void emp__peer_fresh(struct emp_fw *fw, int32_t p, uint64_t now);
 void emp__peer_activate(struct emp_fw *fw, int32_t p);

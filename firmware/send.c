@@ -22,8 +22,7 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 	put16(h + EMP_C_VTF, EMP_VTF(fw->cfg.auth ? EMP_PROTO_VERSION_AUTH : EMP_PROTO_VERSION, type, flags));
 	put16(h + EMP_C_DST_EP, pe->ep);
 	put16(h + EMP_C_SRC_EP, fw->cfg.endpoint);
-	int rx_side = type == EMP_T_ACK || type == EMP_T_HELLO_ACK || (type == EMP_T_BYE && (flags & EMP_F_DONE));
-	uint32_t dinc = rx_side ? pe->rx_remote_inc : pe->tx_remote_inc;
+	uint32_t dinc = emp__rx_side(type, flags) ? pe->rx_remote_inc : pe->tx_remote_inc;
 	put32(h + EMP_C_DST_INC, dinc);
 	put32(h + EMP_C_SRC_INC, fw->cfg.incarnation);
 	put16(h + EMP_C_SESSION, session);

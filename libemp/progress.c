@@ -220,29 +220,23 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	unsigned exits = __atomic_load_n(&ep->exits, __ATOMIC_RELAXED);
 	unsigned drives = __atomic_load_n(&ep->drives, __ATOMIC_RELAXED);
 	int held = __atomic_load_n(&ep->deferred, __ATOMIC_RELAXED) || pg->held;
-	int drove = drives != pg->drives_seen;
+	int left = exits != pg->exits_seen, drove = drives != pg->drives_seen;
 	pg->drives_seen = drives;
-	if (held || exits != pg->exits_seen) {
+	if (held || left || drove) {
 		/* threads come and go, and drive the engine as they do: while one
 		 * of them is inside a wait at every look, look less often (a
 		 * thread that left to compute is taken over at most TICK_BUSY
 		 * late), with no kick at its exit; else stay near. Posts held
 		 * back are sent from here if they stay: near, unless threads
-		 * came back to their waits since (which post what they hold) */
-		int busy = held ? exits != pg->exits_seen : polling(ep) > 0;
+		 * came back to their waits since (which post what they hold). A
+		 * thread that drove and left no wait (a sender that posts and
+		 * never waits: a bulk stream's writer) looks at the device
+		 * itself: busy, and its next drive kicks nobody (the tick used to
+		 * grow past 4 ms there and each next drive kicked it back: about
+		 * 560 wake-ups and 110 kicks a second for one iperf3 stream) */
+		int busy = held ? left : !left || polling(ep) > 0;
 		pg->exits_seen = exits;
 		pg->tick_s = busy ? 2 * pg->tick_s : TICK_MIN;
-		if (pg->tick_s > TICK_BUSY)
-			pg->tick_s = TICK_BUSY;
-	} else if (drove) {
-		/* no wait was left, but a thread drove since the last look (a
-		 * sender that posts and never waits: a bulk stream's writer):
-		 * it looks at the device itself, so look less often, as while
-		 * threads come and go (up to TICK_BUSY), and its next drive
-		 * kicks nobody. The tick used to grow past 4 ms here and each
-		 * next drive kicked it back: about 560 wake-ups and 110 kicks a
-		 * second for one iperf3 stream */
-		pg->tick_s = 2 * pg->tick_s;
 		if (pg->tick_s > TICK_BUSY)
 			pg->tick_s = TICK_BUSY;
 	} else if (!polling(ep) && !pg->watching) {
