@@ -1,21 +1,23 @@
-/* asyncconn.c: an event-loop client is never frozen by a pending EMP negotiation: a single-threaded epoll client (a 20 ms timerfd in its set) connects N non-blocking sockets to a server that first uses each accepted socket DELAY_MS after its accept; every echo must come back intact and no gap between epoll_wait returns may exceed MAXGAP_MS. */
+/* asyncconn.c: an event-loop client is never frozen by a pending EMP negotiation: a single-threaded client (epoll, poll or select, a 20 ms timerfd in its set) connects N non-blocking sockets to a server that first uses each accepted socket DELAY_MS after its accept; every echo must come back intact and no gap between the wait call's returns may exceed MAXGAP_MS. */
 /*
  *   asyncconn server PORT N DELAY_MS
  *          accepts N connections (blocking accept); each accepted socket is
  *          left alone (no call on it at all: its first use starts the
  *          negotiation) until DELAY_MS after its accept, then a thread of its
  *          own echoes it (blocking read, write back) until EOF
- *   asyncconn client IP PORT N BYTES MAXGAP_MS
- *          one thread, one epoll set: a timerfd firing every 20 ms and N
- *          non-blocking sockets connecting (EPOLLOUT). A writable socket
- *          (SO_ERROR 0) writes BYTES bytes of its own pattern, reads the echo
- *          and compares every byte, then closes. The wall-clock gap between
- *          consecutive epoll_wait returns (timeout 1000 ms) is measured while
- *          a connection is unfinished; exit 0 only if every byte matched and
- *          the largest gap is at most MAXGAP_MS.
+ *   asyncconn client IP PORT N BYTES MAXGAP_MS [epoll|poll|select]
+ *          one thread, one wait call (epoll_wait on an epoll set, poll on a
+ *          pollfd array or select on fd_sets; epoll if not named): a timerfd
+ *          firing every 20 ms and N non-blocking sockets connecting
+ *          (writable). A writable socket (SO_ERROR 0) writes BYTES bytes of
+ *          its own pattern, reads the echo and compares every byte, then
+ *          closes. The wall-clock gap between consecutive returns of the
+ *          wait call (timeout 1000 ms) is measured while a connection is
+ *          unfinished; exit 0 only if every byte matched and the largest gap
+ *          is at most MAXGAP_MS.
  *
  * The server's OFFER for a connection leaves only when it first uses the
- * socket, so a client whose epoll_wait settles a connected socket
+ * socket, so a client whose wait call settles a connected socket
  * synchronously returns after about DELAY_MS instead of at its next timer
  * tick.
  */
@@ -25,6 +27,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -32,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -117,6 +121,10 @@ static int server(int port, int n, int delay_ms)
 
 /* ---- client ---- */
 
+enum { EPOLL, POLL, SELECT };
+static const char *const waitname[] = { "epoll_wait", "poll", "select" };
+enum { EV_R = 1, EV_W = 2, EV_E = 4 };  /* a readiness report, whichever call made it */
+
 struct conn {
 	int fd;
 	int st;                 /* 0 connecting, 1 writing, 2 reading, 3 done */
@@ -141,25 +149,95 @@ static void fill(uint8_t *p, size_t n, int conn)
 		p[i] = (uint8_t)(xs(&r) >> 24);
 }
 
-static int interest(int ep, struct conn *c, int i, uint32_t ev)
+/* what a connection waits for: writable while it connects, both while it
+ * writes (the echo is read while the rest goes), readable after */
+static int want(const struct conn *s)
 {
-	struct epoll_event e = { .events = ev, .data.u32 = (uint32_t)i };
-	return epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &e);
+	return s->st == 0 ? EV_W : s->st == 1 ? EV_R | EV_W : s->st == 2 ? EV_R : 0;
 }
 
-static int client(const char *ip, int port, int n, size_t bytes, int maxgap_ms)
+/* connection i reported EV at time T: the state machine, the same for every
+ * mode; 0, or 1 on a failure (said on stderr) */
+static int step(struct conn *s, int i, int ev, size_t bytes, double t)
+{
+	static char rb[65536];
+	if (s->st == 0) {
+		if (!(ev & (EV_W | EV_E)))
+			return 0;
+		int err = 0;
+		socklen_t el = sizeof err;
+		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			die("getsockopt SO_ERROR");
+		s->t_out = t;
+		if (err) {
+			fprintf(stderr, "asyncconn: connection %d: SO_ERROR %s\n", i, strerror(err));
+			return 1;
+		}
+		s->st = 1;
+	}
+	if (s->st == 1 && (ev & (EV_W | EV_E))) {
+		while (s->wr < bytes) {
+			ssize_t w = write(s->fd, s->pat + s->wr, bytes - s->wr);
+			if (w < 0) {
+				if (errno == EAGAIN || errno == EINTR)
+					break;
+				fprintf(stderr, "asyncconn: connection %d: write after %zu bytes: %s\n", i, s->wr,
+					strerror(errno));
+				return 1;
+			}
+			s->wr += (size_t)w;
+		}
+		if (s->wr == bytes)
+			s->st = 2;
+	}
+	if (s->st == 1 || s->st == 2) {
+		for (;;) {
+			ssize_t r = read(s->fd, rb, sizeof rb);
+			if (r < 0) {
+				if (errno == EAGAIN || errno == EINTR)
+					break;
+				fprintf(stderr, "asyncconn: connection %d: read after %zu bytes: %s\n", i, s->rd,
+					strerror(errno));
+				return 1;
+			}
+			if (r == 0) {
+				fprintf(stderr, "asyncconn: connection %d: EOF after %zu of %zu echoed bytes\n", i, s->rd,
+					bytes);
+				return 1;
+			}
+			if (s->rd + (size_t)r > bytes) {
+				fprintf(stderr, "asyncconn: connection %d: %zu bytes echoed, %zu sent\n", i, s->rd + (size_t)r,
+					bytes);
+				return 1;
+			}
+			for (ssize_t q = 0; q < r; q++)
+				s->bad += (uint8_t)rb[q] != s->pat[s->rd + (size_t)q];
+			s->rd += (size_t)r;
+		}
+		if (s->st == 2 && s->rd == bytes)
+			s->st = 3;
+	}
+	return 0;
+}
+
+static uint32_t epoll_mask(int w)
+{
+	return (w & EV_R ? EPOLLIN : 0) | (w & EV_W ? EPOLLOUT : 0);
+}
+
+static int client(const char *ip, int port, int n, size_t bytes, int maxgap_ms, int mode)
 {
 	static struct conn c[MAXC];
-	static char rb[65536];
-	int ep = epoll_create1(0);
-	if (ep < 0)
+	const char *wn = waitname[mode];
+	int ep = -1;
+	if (mode == EPOLL && (ep = epoll_create1(0)) < 0)
 		die("epoll_create1");
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
 	struct itimerspec its = { { 0, TICK_MS * 1000000l }, { 0, TICK_MS * 1000000l } };
 	if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0)
 		die("timerfd");
 	struct epoll_event e = { .events = EPOLLIN, .data.u32 = MAXC };
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &e) < 0)
+	if (mode == EPOLL && epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &e) < 0)
 		die("epoll_ctl timerfd");
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
@@ -173,12 +251,12 @@ static int client(const char *ip, int port, int n, size_t bytes, int maxgap_ms)
 			die("malloc");
 		fill(c[i].pat, bytes, i);
 		c[i].fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-		if (c[i].fd < 0)
+		if (c[i].fd < 0 || c[i].fd >= FD_SETSIZE)
 			die("socket");
 		if (connect(c[i].fd, (struct sockaddr *)&a, sizeof a) < 0 && errno != EINPROGRESS)
 			die("connect");
 		struct epoll_event ce = { .events = EPOLLOUT, .data.u32 = (uint32_t)i };
-		if (epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ce) < 0)
+		if (mode == EPOLL && epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ce) < 0)
 			die("epoll_ctl");
 	}
 	int done = 0, failed = 0;
@@ -186,15 +264,41 @@ static int client(const char *ip, int port, int n, size_t bytes, int maxgap_ms)
 	unsigned long long ticks = 0;
 	double prev = mono(), maxgap = 0, maxgap_at = 0;
 	double maxin = 0, maxout = 0;   /* the longest call, the longest work between calls */
-	struct epoll_event ev[64];
+	struct epoll_event ev[MAXC + 1];
+	struct pollfd pf[MAXC + 1];
+	int pi[MAXC + 1];               /* pf[j] is connection pi[j] (MAXC: the timer) */
+	struct { int i, ev; } rep[MAXC + 1];    /* what the call reported */
 	while (done < n) {
 		if (mono() - t0 > TOTAL) {
 			fprintf(stderr, "asyncconn: only %d of %d connections finished in %.0f s\n", done, n, TOTAL);
 			failed = 1;
 			break;
 		}
+		/* poll and select: the sets, from each unfinished connection's state */
+		int m = 0, maxfd = tfd;
+		fd_set rs, ws;
+		FD_ZERO(&rs);
+		FD_ZERO(&ws);
+		FD_SET(tfd, &rs);
+		pf[m] = (struct pollfd){ .fd = tfd, .events = POLLIN };
+		pi[m++] = MAXC;
+		for (int i = 0; i < n && mode != EPOLL; i++) {
+			int w = want(&c[i]);
+			if (!w)
+				continue;
+			pf[m] = (struct pollfd){ .fd = c[i].fd, .events = (w & EV_R ? POLLIN : 0) | (w & EV_W ? POLLOUT : 0) };
+			pi[m++] = i;
+			if (w & EV_R)
+				FD_SET(c[i].fd, &rs);
+			if (w & EV_W)
+				FD_SET(c[i].fd, &ws);
+			if (c[i].fd > maxfd)
+				maxfd = c[i].fd;
+		}
+		struct timeval tv = { 1, 0 };
 		double t_call = mono();
-		int k = epoll_wait(ep, ev, 64, 1000);
+		int k = mode == EPOLL ? epoll_wait(ep, ev, MAXC + 1, 1000)
+			: mode == POLL ? poll(pf, (nfds_t)m, 1000) : select(maxfd + 1, &rs, &ws, NULL, &tv);
 		double now = mono();
 		rets++;
 		if (now - t_call > maxin)
@@ -209,10 +313,29 @@ static int client(const char *ip, int port, int n, size_t bytes, int maxgap_ms)
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			die("epoll_wait");
+			die(wn);
 		}
-		for (int j = 0; j < k; j++) {
-			uint32_t i = ev[j].data.u32;
+		int nr = 0;
+		if (mode == EPOLL)
+			for (int j = 0; j < k; j++)
+				rep[nr++] = (typeof(rep[0])){ (int)ev[j].data.u32,
+					(ev[j].events & EPOLLIN ? EV_R : 0) | (ev[j].events & EPOLLOUT ? EV_W : 0) |
+					(ev[j].events & (EPOLLERR | EPOLLHUP) ? EV_E : 0) };
+		else if (mode == POLL)
+			for (int j = 0; j < m; j++) {
+				short r = pf[j].revents;
+				if (r)
+					rep[nr++] = (typeof(rep[0])){ pi[j], (r & POLLIN ? EV_R : 0) | (r & POLLOUT ? EV_W : 0) |
+						(r & (POLLERR | POLLHUP | POLLNVAL) ? EV_E : 0) };
+			}
+		else
+			for (int j = 0; j < m; j++) {
+				int r = (FD_ISSET(pf[j].fd, &rs) ? EV_R : 0) | (FD_ISSET(pf[j].fd, &ws) ? EV_W : 0);
+				if (r)
+					rep[nr++] = (typeof(rep[0])){ pi[j], r };
+			}
+		for (int j = 0; j < nr; j++) {
+			int i = rep[j].i;
 			if (i == MAXC) {
 				uint64_t x;
 				if (read(tfd, &x, sizeof x) == (ssize_t)sizeof x)
@@ -220,71 +343,18 @@ static int client(const char *ip, int port, int n, size_t bytes, int maxgap_ms)
 				continue;
 			}
 			struct conn *s = &c[i];
-			if (s->st == 3)
+			int w0 = want(s);
+			if (!w0)
 				continue;
-			if (s->st == 0) {
-				if (!(ev[j].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
-					continue;
-				int err = 0;
-				socklen_t el = sizeof err;
-				if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
-					die("getsockopt SO_ERROR");
-				s->t_out = now - t0;
-				if (err) {
-					fprintf(stderr, "asyncconn: connection %u: SO_ERROR %s\n", i, strerror(err));
-					return 1;
-				}
-				s->st = 1;
-			}
-			if (s->st == 1 && (ev[j].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-				while (s->wr < bytes) {
-					ssize_t w = write(s->fd, s->pat + s->wr, bytes - s->wr);
-					if (w < 0) {
-						if (errno == EAGAIN || errno == EINTR)
-							break;
-						fprintf(stderr, "asyncconn: connection %u: write after %zu bytes: %s\n", i,
-							s->wr, strerror(errno));
-						return 1;
-					}
-					s->wr += (size_t)w;
-				}
-				/* the echo is read while the rest goes */
-				if (interest(ep, s, (int)i, s->wr < bytes ? EPOLLIN | EPOLLOUT : EPOLLIN) < 0)
-					die("epoll_ctl MOD");
-				if (s->wr == bytes)
-					s->st = 2;
-			}
-			if (s->st >= 1 && s->st < 3) {
-				for (;;) {
-					ssize_t r = read(s->fd, rb, sizeof rb);
-					if (r < 0) {
-						if (errno == EAGAIN || errno == EINTR)
-							break;
-						fprintf(stderr, "asyncconn: connection %u: read after %zu bytes: %s\n", i, s->rd,
-							strerror(errno));
-						return 1;
-					}
-					if (r == 0) {
-						fprintf(stderr, "asyncconn: connection %u: EOF after %zu of %zu echoed bytes\n", i,
-							s->rd, bytes);
-						return 1;
-					}
-					if (s->rd + (size_t)r > bytes) {
-						fprintf(stderr, "asyncconn: connection %u: %zu bytes echoed, %zu sent\n", i,
-							s->rd + (size_t)r, bytes);
-						return 1;
-					}
-					for (ssize_t q = 0; q < r; q++)
-						s->bad += (uint8_t)rb[q] != s->pat[s->rd + (size_t)q];
-					s->rd += (size_t)r;
-				}
-				if (s->st == 2 && s->rd == bytes) {
-					if (epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL) < 0)
-						die("epoll_ctl DEL");
-					close(s->fd);
-					s->st = 3;
-					done++;
-				}
+			if (step(s, i, rep[j].ev, bytes, now - t0))
+				return 1;
+			int w = want(s);
+			struct epoll_event me = { .events = epoll_mask(w), .data.u32 = (uint32_t)i };
+			if (mode == EPOLL && w != w0 && epoll_ctl(ep, w ? EPOLL_CTL_MOD : EPOLL_CTL_DEL, s->fd, &me) < 0)
+				die("epoll_ctl");
+			if (!w) {
+				close(s->fd);
+				done++;
 			}
 		}
 	}
@@ -295,11 +365,11 @@ static int client(const char *ip, int port, int n, size_t bytes, int maxgap_ms)
 		if (c[i].st)
 			snprintf(when + strlen(when), sizeof when - strlen(when), "%s%.0f", i ? " " : "", c[i].t_out * 1000);
 	}
-	printf("asyncconn: %d connections echoed %zu bytes each %s; epoll_wait returned %ld times, %llu timer ticks; "
+	printf("asyncconn: %d connections echoed %zu bytes each %s; %s returned %ld times, %llu timer ticks; "
 	       "max gap between returns %.0f ms (bound %d ms)\n",
-	       done, bytes, done == n && !bad ? "intact" : "NOT intact", rets, ticks, maxgap * 1000, maxgap_ms);
-	printf("asyncconn: writable after (ms): %s; the max gap ended %.0f ms into the run; longest epoll_wait call "
-	       "%.0f ms, longest work between calls %.0f ms\n", when, maxgap_at * 1000, maxin * 1000, maxout * 1000);
+	       done, bytes, done == n && !bad ? "intact" : "NOT intact", wn, rets, ticks, maxgap * 1000, maxgap_ms);
+	printf("asyncconn: writable after (ms): %s; the max gap ended %.0f ms into the run; longest %s call "
+	       "%.0f ms, longest work between calls %.0f ms\n", when, maxgap_at * 1000, wn, maxin * 1000, maxout * 1000);
 	if (bad) {
 		fprintf(stderr, "asyncconn: %zu echoed bytes differ\n", bad);
 		failed = 1;
@@ -307,7 +377,7 @@ static int client(const char *ip, int port, int n, size_t bytes, int maxgap_ms)
 	if (done < n)
 		failed = 1;
 	if (maxgap * 1000 > maxgap_ms) {
-		fprintf(stderr, "asyncconn: epoll_wait was away %.0f ms (bound %d ms): the loop was frozen\n",
+		fprintf(stderr, "asyncconn: %s was away %.0f ms (bound %d ms): the loop was frozen\n", wn,
 			maxgap * 1000, maxgap_ms);
 		failed = 1;
 	}
@@ -319,12 +389,17 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	alarm(50);
+	int mode = -1;
+	for (int m = 0; argc == 8 && m < 3; m++)
+		if (!strcmp(argv[7], (const char *[]){ "epoll", "poll", "select" }[m]))
+			mode = m;
+	if (argc == 7)
+		mode = EPOLL;
 	if (argc == 5 && !strcmp(argv[1], "server") && atoi(argv[3]) > 0 && atoi(argv[3]) <= MAXC)
 		return server(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-	if (argc == 7 && !strcmp(argv[1], "client") && atoi(argv[4]) > 0 && atoi(argv[4]) <= MAXC &&
-	    atol(argv[5]) > 0)
-		return client(argv[2], atoi(argv[3]), atoi(argv[4]), (size_t)atol(argv[5]), atoi(argv[6]));
+	if (mode >= 0 && !strcmp(argv[1], "client") && atoi(argv[4]) > 0 && atoi(argv[4]) <= MAXC && atol(argv[5]) > 0)
+		return client(argv[2], atoi(argv[3]), atoi(argv[4]), (size_t)atol(argv[5]), atoi(argv[6]), mode);
 	fprintf(stderr, "usage: asyncconn server PORT N DELAY_MS\n"
-			"       asyncconn client IP PORT N BYTES MAXGAP_MS   (N at most %d)\n", MAXC);
+			"       asyncconn client IP PORT N BYTES MAXGAP_MS [epoll|poll|select]   (N at most %d)\n", MAXC);
 	return 2;
 }
