@@ -24,12 +24,10 @@ static void settle_all(struct settles *st)
 		struct es_sock *s = es__sock(st->fd[i]);
 		if (!s)
 			continue;
-		/* negotiated: its readiness comes next round. An accepted one is
-		 * looked at without waiting (its client may never answer) */
-		if (s->state == ES_PENDING && s->server)
-			es__settle_step(st->fd[i], s);
-		else
-			es__settle(st->fd[i], s);
+		/* negotiated: its readiness comes next round. Looked at without
+		 * waiting, accepted or connected: the other side may be slow or
+		 * never answer, and the loop serves everything else meanwhile */
+		es__settle_step(st->fd[i], s);
 	}
 	st->n = 0;
 }

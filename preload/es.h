@@ -154,6 +154,8 @@ struct es_negst {
 	int hello_tries;                 /* client: HELLOs sent again (es__conn_hello_again) */
 	int conn_ret;                    /* client: a blocking connect() returns once our ACCEPT and HELLO are out */
 	uint32_t early;                  /* client: bytes of the first write sent right behind our HELLO (es__negc_early) */
+	atomic_int cl_gone;              /* client: the liveness set saw the server's FIN or reset (es__negc_step) */
+	int cl_stepped;                  /* client: a wait runs its negotiation step by step (es__negc_step) */
 	struct {                         /* server: an OFFER out before the settle (es__settle_begin) */
 		int begun, accepted;
 		int stepped;                 /* an epoll wait runs it step by step (es__negs_step) */
@@ -360,10 +362,11 @@ int es__settle(int fd, struct es_sock *s);
  * backlog of connections sends every OFFER at once, not one round trip each.
  * Returns the state as es__settle does. */
 int es__settle_begin(int fd, struct es_sock *s);
-/* An epoll wait's look at an accepted socket whose OFFER is out: one step of
- * its negotiation without waiting (none if another thread settles it);
- * undecided, it comes back on its sets' ready lists when something changes
- * (negserver.c: es__negs_step). Returns the state as es__settle does. */
+/* An epoll wait's look at an undecided socket (accepted, its OFFER out; or
+ * a non-blocking connect that finished): one step of its negotiation without
+ * waiting (none if another thread settles it); undecided, it comes back on
+ * its sets' ready lists when something changes (negserver.c: es__negs_step,
+ * negclient.c: es__negc_step). Returns the state as es__settle does. */
 int es__settle_step(int fd, struct es_sock *s);
 /* fd goes to another process (SCM_RIGHTS) before its first use here: an
  * accepted socket whose negotiation has not begun is left to that process

@@ -106,6 +106,7 @@ int es__negs_step(struct es_sock *s);
 
 /* negclient.c: settle a connected client socket (PENDING, not server) */
 int es__negc_settle(struct es_sock *s);
+int es__negc_step(struct es_sock *s);   /* one look, no wait (epwait.c) */
 /* negearly.c: the first write of a client socket whose ACCEPT and HELLO
  * are out, over EMP before the server's HELLO: bytes sent, or -2 when it is
  * not such a write (the caller settles and goes on as usual); the caller is

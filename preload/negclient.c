@@ -16,7 +16,9 @@
  * and counted. The application thread that first uses the socket takes it
  * over from the responder (es__settle) and waits for the outcome: HELLO over
  * EMP with our key -> EMP; REJECT, a failed setup, or the bound without an
- * OFFER -> kernel TCP (strict mode: an error). So the server's negotiation of
+ * OFFER -> kernel TCP (strict mode: an error); a wait call (epoll_wait, poll,
+ * select) that meets it steps it instead (es__negc_step) and leaves it with
+ * the responder until it is decided. So the server's negotiation of
  * each of our sockets takes one round trip, in whatever order it accepts
  * them, while our application settles them in its own order.
  *
@@ -440,24 +442,82 @@ static int64_t handshake_ns(struct es_sock *s, int64_t now)
 	return now - (int64_t)ti.tcpi_last_ack_recv * 1000000;
 }
 
+/* registered by the parent, or answered there by a connect that returned early,
+ * and the parent's endpoint has the connection: ES_FOREIGN (1); else 0 */
+static int settle_inherited(struct es_sock *s)
+{
+	int inherited = (s->ng.reg || s->ng.conn_ret == 2) && s->ng.gen != es__g.gen;
+	if (!inherited || s->ng.st != NG_ACCEPTED)
+		return 0;
+	es__dbg("fd %d: negotiated by the parent process", s->kfd);
+	if (s->c)
+		es__conn_destroy(s, 0);
+	es__neg_close_udp(s);
+	s->ng.reg = 0;
+	es__sock_lock(s);
+	s->state = ES_FOREIGN;
+	es__sock_update(s, 1);   /* its readiness (es__events): a wait returns at once */
+	es__sock_unlock(s);
+	es__ep_sock_switched(s);
+	return 1;
+}
+
+/* One look at a client socket's negotiation (neg_lock held): *emp once the
+ * server's HELLO is in, *why once it is over without EMP, else *until is
+ * when to look again at the latest. look: read the side channel first;
+ * gone: the kernel connection ended. */
+static void judge(struct es_sock *s, int look, int gone, int64_t now, int64_t *until, int *emp,
+		  const char **why)
+{
+	*until = now;
+	if (look)
+		service(s);
+	if (s->ng.st == NG_ACCEPTED) {
+		*emp = es__conn_hello_seen(s);
+		if (!*emp && s->ng.hello_tries < 4) {
+			es__sock_lock(s);
+			s->ng.hello_tries += es__conn_hello_again(s);
+			es__sock_unlock(s);
+		}
+		*until = s->ng.t_offer + es__neg_bound_ns(1) + 200000000ll;
+		if (!*emp && now >= *until)
+			*why = "server did not confirm EMP";
+	} else if (s->ng.st == NG_REJECTED) {
+		*why = "server gave up on EMP";
+	} else if (s->ng.st == NG_NOBUFS) {
+		*why = "cannot set up EMP buffers (descriptors?)";
+	} else if (gone) {
+		/* a server gone before it offered (killed, or restarted: the
+		 * connections in its accept queue are reset) or a plain one
+		 * that answered and closed: no OFFER will come, and waiting
+		 * out the bound (5 s for a server known to speak EMP) only
+		 * held back the kernel's own answer */
+		*why = "the server ended the connection before offering EMP";
+	} else {
+		int lng = long_bound(s);
+		*until = s->ng.t0 + es__neg_bound_ns(lng);
+		if (now >= *until && !s->ng.t0_hs) {
+			s->ng.t0_hs = 1;
+			int64_t hs = handshake_ns(s, now);
+			if (hs > s->ng.t0)
+				s->ng.t0 = hs;
+			*until = s->ng.t0 + es__neg_bound_ns(lng);
+		}
+		if (now >= *until) {
+			*why = lng ? "no EMP offer from the server (known to speak EMP; busy?)"
+				   : "no EMP offer from the server (plain program?)";
+			struct known *k = known_find(&s->remote, 1);
+			if (k)
+				k->plain_ns = now;
+		}
+	}
+}
+
 /* A connected client socket (PENDING) to a decision; the caller is its only settler. */
 int es__negc_settle(struct es_sock *s)
 {
-	/* registered by the parent, or answered there by a connect that returned early */
-	int inherited = (s->ng.reg || s->ng.conn_ret == 2) && s->ng.gen != es__g.gen;
-	if (inherited && s->ng.st == NG_ACCEPTED) {   /* the parent's endpoint has this connection */
-		es__dbg("fd %d: negotiated by the parent process", s->kfd);
-		if (s->c)
-			es__conn_destroy(s, 0);
-		es__neg_close_udp(s);
-		s->ng.reg = 0;
-		es__sock_lock(s);
-		s->state = ES_FOREIGN;
-		es__sock_update(s, 1);   /* its readiness (es__events): a wait returns at once */
-		es__sock_unlock(s);
-		es__ep_sock_switched(s);
+	if (settle_inherited(s))
 		return ES_FOREIGN;
-	}
 	if (s->udp < 0 || !es__engine())
 		return es__neg_fallback(s, "no side channel for EMP negotiation");
 	/* this thread answers from now on: the responder lets go */
@@ -467,52 +527,12 @@ int es__negc_settle(struct es_sock *s)
 	s->ng.reg = 0;
 	pthread_mutex_unlock(&neg_lock);
 	const char *why = NULL;
-	int emp = 0, look = 1, gone = 0;
+	int emp = 0, look = 1, gone = atomic_exchange(&s->ng.cl_gone, 0);
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);
-		int64_t now = es__now_ns(), until = now;
+		int64_t until;
 		pthread_mutex_lock(&neg_lock);
-		if (look)
-			service(s);
-		if (s->ng.st == NG_ACCEPTED) {
-			emp = es__conn_hello_seen(s);
-			if (!emp && s->ng.hello_tries < 4) {
-				es__sock_lock(s);
-				s->ng.hello_tries += es__conn_hello_again(s);
-				es__sock_unlock(s);
-			}
-			until = s->ng.t_offer + es__neg_bound_ns(1) + 200000000ll;
-			if (!emp && now >= until)
-				why = "server did not confirm EMP";
-		} else if (s->ng.st == NG_REJECTED) {
-			why = "server gave up on EMP";
-		} else if (s->ng.st == NG_NOBUFS) {
-			why = "cannot set up EMP buffers (descriptors?)";
-		} else if (gone) {
-			/* a server gone before it offered (killed, or restarted: the
-			 * connections in its accept queue are reset) or a plain one
-			 * that answered and closed: no OFFER will come, and waiting
-			 * out the bound (5 s for a server known to speak EMP) only
-			 * held back the kernel's own answer */
-			why = "the server ended the connection before offering EMP";
-		} else {
-			int lng = long_bound(s);
-			until = s->ng.t0 + es__neg_bound_ns(lng);
-			if (now >= until && !s->ng.t0_hs) {
-				s->ng.t0_hs = 1;
-				int64_t hs = handshake_ns(s, now);
-				if (hs > s->ng.t0)
-					s->ng.t0 = hs;
-				until = s->ng.t0 + es__neg_bound_ns(lng);
-			}
-			if (now >= until) {
-				why = lng ? "no EMP offer from the server (known to speak EMP; busy?)"
-					  : "no EMP offer from the server (plain program?)";
-				struct known *k = known_find(&s->remote, 1);
-				if (k)
-					k->plain_ns = now;
-			}
-		}
+		judge(s, look, gone, es__now_ns(), &until, &emp, &why);
 		/* even if the server's HELLO is in already (this thread lost its CPU a while) */
 		int back = s->ng.conn_ret == 1 && s->ng.st == NG_ACCEPTED && !why;
 		pthread_mutex_unlock(&neg_lock);
@@ -531,6 +551,43 @@ int es__negc_settle(struct es_sock *s)
 		gone = (w & NEG_PEER_GONE) != 0;
 	}
 	es__neg_close_udp(s);   /* from here on a late OFFER meets ICMP */
+	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);
+}
+
+/* The same without waiting, for an epoll wait that took the socket from its
+ * ready list (epwait.c), as the server's side does (es__negs_step): one
+ * look, and, undecided, the socket stays with the responder, which answers
+ * its OFFER whenever it comes and puts it back on its sets' ready lists, as
+ * do the server's HELLO (its connection's completion), the kernel
+ * connection's end (the liveness set) and its bound (timeq.c). An event
+ * loop that connects goes on serving everything else meanwhile: the whole
+ * settle used to run inside its epoll_wait, one server round trip (the
+ * server's accept and first use of the connection, the OFFER, its HELLO)
+ * per new connection, during which nothing else of the loop ran. */
+int es__negc_step(struct es_sock *s)
+{
+	pthread_mutex_lock(&neg_lock);
+	int ours = registered(s);
+	pthread_mutex_unlock(&neg_lock);
+	if (!ours || s->udp < 0 || !es__engine())
+		return es__negc_settle(s);   /* not the responder's (a fork's copy, a blocking connect's) */
+	const char *why = NULL;
+	int emp = 0, gone = atomic_exchange(&s->ng.cl_gone, 0);
+	int64_t until;
+	pthread_mutex_lock(&neg_lock);
+	judge(s, 1, gone, es__now_ns(), &until, &emp, &why);
+	if (emp || why) {
+		if (registered(s))
+			reg_del(s);
+		s->ng.reg = 0;
+	}
+	pthread_mutex_unlock(&neg_lock);
+	if (!emp && !why) {
+		s->ng.cl_stepped = 1;   /* its changes put it on its sets' ready lists (es__events) */
+		es__tq_later(s, until);
+		return ES_PENDING;
+	}
+	es__neg_close_udp(s);
 	return emp ? es__neg_finish_emp(s) : es__neg_fallback(s, why);
 }
 

@@ -342,25 +342,34 @@ void es__fail_strict(struct es_sock *s, int err, const char *why)
 	es__ep_sock_switched(s);
 }
 
+/* a non-blocking connect that finished: ES_PENDING (negotiating), ES_CAND
+ * (it failed: the kernel reports it; s is freed), ES_CONNECTING (not yet);
+ * any other state as it is */
+static int connect_done(int fd, struct es_sock *s)
+{
+	if (s->state != ES_CONNECTING)
+		return s->state;
+	struct pollfd p = { s->kfd, POLLOUT, 0 };
+	if (R_(poll)(&p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR | POLLHUP)))
+		return s->state;
+	struct sockaddr_in pa;
+	socklen_t l = sizeof pa;
+	if ((p.revents & POLLERR) || R_(getpeername)(s->kfd, (struct sockaddr *)&pa, &l) < 0) {
+		es__drop_to_kernel(fd, s);   /* failed connect: the kernel reports it */
+		return ES_CAND;
+	}
+	s->state = ES_PENDING;
+	s->server = 0;
+	return ES_PENDING;
+}
+
 /* Bring a connection that still has to negotiate to a decision: ES_CAND when
  * it went to the kernel (s is freed then), else its new state. */
 static int settle(int fd, struct es_sock *s)
 {
-	if (s->state == ES_CONNECTING) {
-		struct pollfd p = { s->kfd, POLLOUT, 0 };
-		if (R_(poll)(&p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR | POLLHUP)))
-			return s->state;
-		struct sockaddr_in pa;
-		socklen_t l = sizeof pa;
-		if ((p.revents & POLLERR) || R_(getpeername)(s->kfd, (struct sockaddr *)&pa, &l) < 0) {
-			es__drop_to_kernel(fd, s);   /* failed connect: the kernel reports it */
-			return ES_CAND;
-		}
-		s->state = ES_PENDING;
-		s->server = 0;
-	}
-	if (s->state != ES_PENDING)
-		return s->state;
+	int st = connect_done(fd, s);
+	if (st != ES_PENDING)
+		return st;
 	return s->server ? es__negs_settle(s) : es__negc_settle(s);
 }
 
@@ -388,6 +397,20 @@ static int claim_server(int fd, struct es_sock *s, int unbegun, int *state)
 	pthread_mutex_lock(&settle_mu);
 	int ok = es__sock(fd) == s && !s->ng.settling && s->state == ES_PENDING && s->server &&
 		 !(unbegun && s->ng.sv.begun);
+	if (ok)
+		s->ng.settling = 1;
+	else
+		*state = es__sock(fd) == s ? s->state : ES_CAND;
+	pthread_mutex_unlock(&settle_mu);
+	return ok;
+}
+
+/* fd's undecided socket (an accepted one, or a connect that may have
+ * finished), if no other thread settles it: claimed for a step (1) */
+static int claim_step(int fd, struct es_sock *s, int *state)
+{
+	pthread_mutex_lock(&settle_mu);
+	int ok = es__sock(fd) == s && !s->ng.settling && es__st_undecided(s);
 	if (ok)
 		s->ng.settling = 1;
 	else
@@ -461,11 +484,14 @@ int es__settle_begin(int fd, struct es_sock *s)
 int es__settle_step(int fd, struct es_sock *s)
 {
 	int res;
-	if (!claim_server(fd, s, 0, &res))
+	if (!claim_step(fd, s, &res))
 		return res;          /* decided, or another thread settles it */
 	int e = errno;
 	es__reap_hold();
-	res = es__negs_step(s);
+	if (s->server)
+		res = es__negs_step(s);
+	else if ((res = connect_done(fd, s)) == ES_PENDING)
+		res = es__negc_step(s);
 	es__reap_release();
 	if (res != ES_FAILED)
 		errno = e;

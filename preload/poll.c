@@ -76,12 +76,12 @@ struct pcall {
 	int npend;                       /* accepted sockets still negotiating (stepped, in ss; their times are in timeq.c) */
 };
 
-/* an accepted socket still negotiating after its step: no events, waited
- * on like an EMP socket (its client's HELLO wakes the call), looked at
- * again when the call starts over */
+/* a socket still negotiating after its step (accepted, or a connect that
+ * finished): no events, waited on like an EMP socket (the other side's
+ * HELLO, its OFFER wakes the call), looked at again when the call starts over */
 static int stepping(const struct es_sock *s)
 {
-	return s->state == ES_PENDING && s->server;
+	return s->state == ES_PENDING && (s->server || s->ng.cl_stepped);
 }
 
 /* settle what is undecided (an accepted socket one step, without waiting:
@@ -93,8 +93,8 @@ static void pc_arm(struct pcall *pc)
 	pc->npend = 0;
 	for (nfds_t i = 0; i < pc->n; i++) {
 		struct es_sock *s = es__sock_get(pc->fds[i].fd);   /* held until the call returns */
-		if (s && stepping(s))
-			es__settle_step(pc->fds[i].fd, s);
+		if (s && (stepping(s) || (es__st_undecided(s) && !s->server)))
+			es__settle_step(pc->fds[i].fd, s);   /* a connect's: its server may be slow */
 		else if (s && es__st_undecided(s))
 			es__settle(pc->fds[i].fd, s);
 		int pend = s && stepping(s) && es__sock(pc->fds[i].fd) == s;
@@ -214,12 +214,13 @@ int es__poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *m
 		pc_disarm(&pc);
 		if (ret != -2)
 			break;
-		/* a non-blocking connect finished: negotiate, then start over (an
-		 * accepted socket that negotiates is stepped by the next arm) */
+		/* a non-blocking connect finished: its negotiation's first step,
+		 * then start over (the next arms step it, and an accepted socket
+		 * that negotiates) */
 		for (nfds_t i = 0; i < n; i++) {
 			struct es_sock *s = es__sock_get(fds[i].fd);
 			if (s && s->state == ES_CONNECTING)
-				es__settle(fds[i].fd, s);
+				es__settle_step(fds[i].fd, s);
 			if (s)
 				es__sock_put(s);
 		}

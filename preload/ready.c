@@ -42,7 +42,8 @@ unsigned es__events(struct es_sock *s)
 	case ES_CONNECTING:
 		return s->connected ? POLLOUT : 0;    /* the connect finished: negotiate */
 	case ES_PENDING:
-		return s->ng.sv.begun ? POLLOUT : 0;  /* OFFER out: a wait settles it */
+		/* OFFER out, or a connect's negotiation stepped: a wait settles it */
+		return s->ng.sv.begun || s->ng.cl_stepped ? POLLOUT : 0;
 	default:
 		return 0;
 	}
@@ -240,9 +241,9 @@ void es__live_harvest(void)
 			} else if (s->state == ES_CONNECTING && (h[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
 				s->connected = 1;
 				es__sock_update(s, 1);
-			} else if (s->state == ES_PENDING && s->server) {
+			} else if (s->state == ES_PENDING) {
 				if (h[i].events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
-					atomic_store(&s->ng.sv.kgone, 1);
+					atomic_store(s->server ? &s->ng.sv.kgone : &s->ng.cl_gone, 1);
 				atomic_store(&s->live_seen, 1);   /* es__live_add looks again at EMP */
 				es__sock_update(s, 1);
 			}

@@ -62,7 +62,7 @@ void es__tq_later(struct es_sock *s, int64_t until)
 /* s is due (its lock held): 1 to keep its entry */
 static int due_now(struct es_sock *s, int64_t now)
 {
-	if (s->state == ES_PENDING && s->server) {
+	if (s->state == ES_PENDING) {   /* a negotiation stepped by a wait (es__negs_step, es__negc_step) */
 		/* its next step sets the time after it */
 		atomic_store(&s->tq_due, INT64_MAX);
 		es__sock_update(s, 1);
