@@ -51,7 +51,7 @@ int es__ep_internal(uint64_t data) { return data - es__ep_cookie < 4; }
 static int emu_state(struct es_sock *s)
 {
 	return s->kind == ES_KIND_SOCK && (es__st_ours(s) || s->state == ES_CONNECTING ||
-					  (s->state == ES_PENDING && (s->ng.sv.begun || s->ng.cl_stepped)));
+					  es__st_stepped(s));
 }
 
 uint32_t es__ep_want_of(const struct es_epreg *r)

@@ -154,12 +154,11 @@ struct es_negst {
 	int hello_tries;                 /* client: HELLOs sent again (es__conn_hello_again) */
 	int conn_ret;                    /* client: a blocking connect() returns once our ACCEPT and HELLO are out */
 	uint32_t early;                  /* client: bytes of the first write sent right behind our HELLO (es__negc_early) */
-	atomic_int cl_gone;              /* client: the liveness set saw the server's FIN or reset (es__negc_step) */
+	atomic_int kgone;                /* the liveness set saw the peer's FIN or reset (a negotiation stepped by a wait) */
 	int cl_stepped;                  /* client: a wait runs its negotiation step by step (es__negc_step) */
 	struct {                         /* server: an OFFER out before the settle (es__settle_begin) */
 		int begun, accepted;
 		int stepped;                 /* an epoll wait runs it step by step (es__negs_step) */
-		atomic_int kgone;            /* the liveness set saw the client's FIN or reset */
 		int64_t t0, dl, next, gap, icmp_grace, sent;
 		int64_t acc_at;              /* when the ACCEPT was taken */
 		uint64_t acc[6];             /* the ACCEPT taken (struct neg_msg) */
@@ -249,6 +248,13 @@ static inline void es__waiter_del(struct es_sock *s, struct es_waiter *w)
 static inline int es__st_undecided(const struct es_sock *s)
 {
 	return s->state == ES_CONNECTING || s->state == ES_PENDING;
+}
+
+/* negotiating, and a wait settles it step by step: an accepted socket whose
+ * OFFER is out, a connect whose first step is done */
+static inline int es__st_stepped(const struct es_sock *s)
+{
+	return s->state == ES_PENDING && (s->ng.sv.begun || s->ng.cl_stepped);
 }
 /* the shim answers its data calls and readiness (EMP, FAILED, FOREIGN) */
 static inline int es__st_ours(const struct es_sock *s)

@@ -466,9 +466,9 @@ static int settle_inherited(struct es_sock *s)
  * server's HELLO is in, *why once it is over without EMP, else *until is
  * when to look again at the latest. look: read the side channel first;
  * gone: the kernel connection ended. */
-static void judge(struct es_sock *s, int look, int gone, int64_t now, int64_t *until, int *emp,
-		  const char **why)
+static void judge(struct es_sock *s, int look, int gone, int64_t *until, int *emp, const char **why)
 {
+	int64_t now = es__now_ns();
 	*until = now;
 	if (look)
 		service(s);
@@ -527,12 +527,12 @@ int es__negc_settle(struct es_sock *s)
 	s->ng.reg = 0;
 	pthread_mutex_unlock(&neg_lock);
 	const char *why = NULL;
-	int emp = 0, look = 1, gone = atomic_exchange(&s->ng.cl_gone, 0);
+	int emp = 0, look = 1, gone = atomic_load(&s->ng.kgone);
 	for (;;) {
 		unsigned seq0 = es__neg_seq(s);
 		int64_t until;
 		pthread_mutex_lock(&neg_lock);
-		judge(s, look, gone, es__now_ns(), &until, &emp, &why);
+		judge(s, look, gone, &until, &emp, &why);
 		/* even if the server's HELLO is in already (this thread lost its CPU a while) */
 		int back = s->ng.conn_ret == 1 && s->ng.st == NG_ACCEPTED && !why;
 		pthread_mutex_unlock(&neg_lock);
@@ -566,21 +566,19 @@ int es__negc_settle(struct es_sock *s)
  * per new connection, during which nothing else of the loop ran. */
 int es__negc_step(struct es_sock *s)
 {
+	if (s->udp < 0 || !es__engine())
+		return es__negc_settle(s);
 	pthread_mutex_lock(&neg_lock);
-	int ours = registered(s);
-	pthread_mutex_unlock(&neg_lock);
-	if (!ours || s->udp < 0 || !es__engine())
+	if (!registered(s)) {
+		pthread_mutex_unlock(&neg_lock);
 		return es__negc_settle(s);   /* not the responder's (a fork's copy, a blocking connect's) */
-	const char *why = NULL;
-	int emp = 0, gone = atomic_exchange(&s->ng.cl_gone, 0);
-	int64_t until;
-	pthread_mutex_lock(&neg_lock);
-	judge(s, 1, gone, es__now_ns(), &until, &emp, &why);
-	if (emp || why) {
-		if (registered(s))
-			reg_del(s);
-		s->ng.reg = 0;
 	}
+	const char *why = NULL;
+	int emp = 0;
+	int64_t until;
+	judge(s, 1, atomic_load(&s->ng.kgone), &until, &emp, &why);
+	if (emp || why)
+		reg_del(s);                  /* decided: the responder lets go */
 	pthread_mutex_unlock(&neg_lock);
 	if (!emp && !why) {
 		s->ng.cl_stepped = 1;   /* its changes put it on its sets' ready lists (es__events) */

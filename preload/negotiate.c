@@ -389,28 +389,20 @@ static void settle_end(struct es_sock *s, int r)
 	pthread_mutex_unlock(&settle_mu);
 }
 
-/* fd's accepted socket, if no other thread settles it (and, with unbegun,
- * its OFFER has not gone): claimed for the caller (1); else 0 with *state
- * what es__settle would return */
-static int claim_server(int fd, struct es_sock *s, int unbegun, int *state)
-{
-	pthread_mutex_lock(&settle_mu);
-	int ok = es__sock(fd) == s && !s->ng.settling && s->state == ES_PENDING && s->server &&
-		 !(unbegun && s->ng.sv.begun);
-	if (ok)
-		s->ng.settling = 1;
-	else
-		*state = es__sock(fd) == s ? s->state : ES_CAND;
-	pthread_mutex_unlock(&settle_mu);
-	return ok;
-}
+/* what a claim asks for: any socket still to negotiate (an accepted one, or
+ * a connect that may have finished), an accepted one, or an accepted one
+ * whose OFFER has not gone */
+enum { CLAIM_UNDECIDED, CLAIM_SERVER, CLAIM_UNBEGUN };
 
-/* fd's undecided socket (an accepted one, or a connect that may have
- * finished), if no other thread settles it: claimed for a step (1) */
-static int claim_step(int fd, struct es_sock *s, int *state)
+/* fd's socket, if it is what the caller asks for and no other thread settles
+ * it: claimed for the caller (1); else 0 with *state what es__settle would
+ * return */
+static int claim(int fd, struct es_sock *s, int what, int *state)
 {
 	pthread_mutex_lock(&settle_mu);
-	int ok = es__sock(fd) == s && !s->ng.settling && es__st_undecided(s);
+	int ok = es__sock(fd) == s && !s->ng.settling && es__st_undecided(s) &&
+		 (what == CLAIM_UNDECIDED || (s->state == ES_PENDING && s->server &&
+					      !(what == CLAIM_UNBEGUN && s->ng.sv.begun)));
 	if (ok)
 		s->ng.settling = 1;
 	else
@@ -444,14 +436,14 @@ int es__settle(int fd, struct es_sock *s)
 void es__settle_for_exec(int fd, struct es_sock *s)
 {
 	int r;
-	if (claim_server(fd, s, 0, &r))
+	if (claim(fd, s, CLAIM_SERVER, &r))
 		settle_end(s, es__negs_exec(s));
 }
 
 void es__settle_give_away(int fd, struct es_sock *s)
 {
 	int r;
-	if (!claim_server(fd, s, 1, &r))
+	if (!claim(fd, s, CLAIM_UNBEGUN, &r))
 		return;              /* ours to settle already (or not a server's) */
 	es__dbg("fd %d: handed to another process before its first use: that process negotiates", fd);
 	int ttl = s->ng.mark == MARK_EMP ? NEG_TTL_MARK : s->ng.mark == MARK_UNKNOWN ? NEG_TTL_UNKNOWN : 0;
@@ -464,7 +456,7 @@ void es__settle_give_away(int fd, struct es_sock *s)
 int es__settle_begin(int fd, struct es_sock *s)
 {
 	int res;
-	if (!claim_server(fd, s, 1, &res))
+	if (!claim(fd, s, CLAIM_UNBEGUN, &res))
 		return res;
 	int e = errno;
 	res = ES_PENDING;
@@ -484,7 +476,7 @@ int es__settle_begin(int fd, struct es_sock *s)
 int es__settle_step(int fd, struct es_sock *s)
 {
 	int res;
-	if (!claim_step(fd, s, &res))
+	if (!claim(fd, s, CLAIM_UNDECIDED, &res))
 		return res;          /* decided, or another thread settles it */
 	int e = errno;
 	es__reap_hold();

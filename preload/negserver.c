@@ -333,7 +333,7 @@ int es__negs_settle(struct es_sock *s)
 	if (s->ng.sv.stepped && s->ng.sv.dl > t1)
 		s->ng.sv.dl = t1;
 	int look = 1;   /* read the side channel (es__neg_wait says when it need not) */
-	int gone = atomic_load(&s->ng.sv.kgone);   /* the client's FIN or reset came before its proof */
+	int gone = atomic_load(&s->ng.kgone);   /* the client's FIN or reset came before its proof */
 	for (;;) {
 		int64_t until;
 		unsigned seq0;
@@ -385,7 +385,7 @@ int es__negs_step(struct es_sock *s)
 	}
 	int64_t until;
 	unsigned seq0;
-	res = sv_step(s, read, atomic_load(&s->ng.sv.kgone), &until, &seq0, 1);
+	res = sv_step(s, read, atomic_load(&s->ng.kgone), &until, &seq0, 1);
 	if (res == ES_PENDING)
 		es__tq_later(s, until);
 	return res;

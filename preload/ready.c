@@ -42,8 +42,7 @@ unsigned es__events(struct es_sock *s)
 	case ES_CONNECTING:
 		return s->connected ? POLLOUT : 0;    /* the connect finished: negotiate */
 	case ES_PENDING:
-		/* OFFER out, or a connect's negotiation stepped: a wait settles it */
-		return s->ng.sv.begun || s->ng.cl_stepped ? POLLOUT : 0;
+		return es__st_stepped(s) ? POLLOUT : 0;   /* a wait settles it */
 	default:
 		return 0;
 	}
@@ -243,7 +242,7 @@ void es__live_harvest(void)
 				es__sock_update(s, 1);
 			} else if (s->state == ES_PENDING) {
 				if (h[i].events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
-					atomic_store(s->server ? &s->ng.sv.kgone : &s->ng.cl_gone, 1);
+					atomic_store(&s->ng.kgone, 1);
 				atomic_store(&s->live_seen, 1);   /* es__live_add looks again at EMP */
 				es__sock_update(s, 1);
 			}
