@@ -450,12 +450,17 @@ int emp_counters_line(emp_endpoint_t *ep, char *buf, size_t len)
 	return k < 0 ? -EINVAL : (size_t)k >= len ? (int)len - 1 : k;
 }
 
+/* the endpoint's fixed memory: engine, descriptor tables, mailbox */
+size_t emp__mem_bytes(const struct emp_endpoint *ep)
+{
+	return ep->fw_size + ep->ndesc * (sizeof(struct emp_desc) + sizeof(void *) + 4) + (ep->mb.mask + 1) * 8;
+}
+
 void emp_get_usage(emp_endpoint_t *ep, size_t *bytes, uint32_t *peers, uint32_t *records)
 {
 	pthread_mutex_lock(&ep->eng_lock);
 	emp__fw_usage(ep->fw, peers, records);
 	pthread_mutex_unlock(&ep->eng_lock);
 	if (bytes)
-		*bytes = ep->fw_size + ep->ndesc * (sizeof(struct emp_desc) + sizeof(void *) + 4) +
-			 (ep->mb.mask + 1) * 8;
+		*bytes = emp__mem_bytes(ep);
 }

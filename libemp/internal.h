@@ -85,6 +85,8 @@ static inline uint64_t emp__now(struct emp_endpoint *ep)
 int emp__drive(struct emp_endpoint *ep);
 /* the progress thread's: -EBUSY when another thread held the engine lock */
 int emp__drive_try(struct emp_endpoint *ep);
+/* the endpoint's fixed memory in bytes (engine, descriptor tables, mailbox) */
+size_t emp__mem_bytes(const struct emp_endpoint *ep);
 /* the same from a thread that has just posted, or has just woken from a sleep
  * and may answer what it takes now (a held ack may wait for its reply; the
  * thread's next look before a sleep sends it if no reply came) */
