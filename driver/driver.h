@@ -53,6 +53,7 @@ struct emp_dev_params {
 #define EMP_DRV_IFNAME  1u      /* opens a named network interface (p->ifname) */
 #define EMP_DRV_IDLOCK  2u      /* shares a wire with other processes: endpoint ids are locked */
 #define EMP_DRV_HOSTS   4u      /* addresses frames by the config's IPs (p->hosts) */
+#define EMP_DRV_SYSLOOK 8u      /* a look (rx_burst) is a system call: rx_pending says when one is due */
 
 struct emp_driver_ops {
 	const char *name;

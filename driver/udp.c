@@ -511,7 +511,7 @@ static unsigned udp_mtu(void *priv)
 
 const struct emp_driver_ops emp__udp_ops = {
 	.name = "udp",
-	.flags = EMP_DRV_IFNAME | EMP_DRV_IDLOCK | EMP_DRV_HOSTS,
+	.flags = EMP_DRV_IFNAME | EMP_DRV_IDLOCK | EMP_DRV_HOSTS | EMP_DRV_SYSLOOK,
 	.open = udp_open,
 	.close = udp_close,
 	.tx_burst = udp_tx_burst,
