@@ -146,12 +146,15 @@ port_pid() {
 	on "$1" ss -ltnpH "sport = :$2" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
 }
 
-# wire_bytes: EMP bytes that arrived at h1 and h2 so far (nft counters of scripts/cluster):
-# EtherType 0x88B5 frames, or with EMP_TRANSPORT=udp IPv4 UDP datagrams (the EMP
-# endpoints' and the negotiation's: a few hundred bytes per connection)
+# wire_ctr: the nft counter (scripts/cluster) of EMP's wire: EtherType 0x88B5 frames, or
+# with EMP_TRANSPORT=udp IPv4 UDP datagrams (the EMP endpoints' and the negotiation's: a
+# few hundred bytes per connection)
+wire_ctr() { if [ "${EMP_TRANSPORT:-}" = udp ]; then echo emp_udp; else echo emp_rx; fi; }
+
+# wire_bytes: EMP bytes that arrived at h1 and h2 so far (wire_ctr)
 wire_bytes() {
-	local h b t=0 c=emp_rx
-	[ "${EMP_TRANSPORT:-}" = udp ] && c=emp_udp
+	local h b t=0 c
+	c=$(wire_ctr)
 	for h in 1 2; do
 		b=$(on "$h" nft list counter netdev emp $c 2>/dev/null | awk '/packets/ { print $4 }')
 		t=$((t + ${b:-0}))
