@@ -15,10 +15,6 @@ void emp__send_ack(struct emp_fw *fw, int32_t p, struct rec *r, uint16_t flags)
 	emp__send_ack_raw(fw, p, r->msg_id, r->cum, r->nframes, r->sack, flags);
 	r->since_ack = 0;
 	r->deadline = 0;
-	if (r->ack_owed) {
-		r->ack_owed = 0;
-		fw->acks_owed--;
-	}
 }
 
 void emp__rx_ack(struct emp_fw *fw, const struct hdr *h, int32_t p, uint64_t now)

@@ -182,10 +182,6 @@ void emp__complete(struct emp_fw *fw, int32_t r, int64_t result)
 {
 	struct rec *x = &fw->rec[r];
 	struct emp_desc *d = &fw->desc[r];
-	if (x->ack_owed) {
-		x->ack_owed = 0;
-		fw->acks_owed--;
-	}
 	if (d->op == EMP_OP_RECV) {
 		d->rhost = x->src_host;
 		d->rep = x->src_ep;
@@ -241,28 +237,6 @@ void emp__arm_fine(struct emp_fw *fw, uint64_t deadline)
 		fw->next_fine = deadline;
 }
 
-/* Partial collections: acked once the device is drained (nothing more is
- * coming right now); if the burst budget ran out first, the next poll comes
- * at once (emp__fw_busy: whoever drives loops) and they wait for it. No
- * timer: a near deadline under a stream made the progress thread set its
- * timerfd again and again (3-4 % of the CPU at 12 Gbit/s). */
-static void owed_acks(struct emp_fw *fw)
-{
-	int32_t p = fw->alist;
-	if (p == NIL)
-		return;
-	do {
-		struct peer *pe = &fw->peer[p];
-		for (int32_t r = pe->rxa.head; r != NIL && fw->acks_owed; r = fw->rec[r].next) {
-			struct rec *x = &fw->rec[r];
-			if (!x->ack_owed)
-				continue;
-			emp__send_ack(fw, p, x, 0);
-		}
-		p = pe->anext;
-	} while (p != NIL && p != fw->alist && fw->acks_owed);
-}
-
 /* Frames the device dropped before we saw them (its ring was full: the
  * application did not come back to drive for a while) count as drops of
  * their own; asked at most every EMP_DEV_DROPS_NS (it may be a system call). */
@@ -299,8 +273,6 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 	fw->rx_more = !drained;          /* busy: call again at once */
 	if (fw->ops->rx_dropped && now - fw->dev_drops_at >= EMP_DEV_DROPS_NS)
 		device_drops(fw, now);
-	if (fw->acks_owed && drained)
-		owed_acks(fw);
 	if (now >= fw->next_deadline)
 		emp__fw_timers(fw, now);
 	emp__tx_pump(fw, now);

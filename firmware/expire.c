@@ -53,10 +53,6 @@ int emp__recv_expired(struct emp_fw *fw, int32_t p, int32_t r, uint64_t now)
 		return 0;
 	struct peer *pe = &fw->peer[p];
 	emp__dl_del(fw, &pe->rxa, r);
-	if (x->ack_owed) {
-		x->ack_owed = 0;
-		fw->acks_owed--;
-	}
 	unsigned i = pe->rx_dead_n++ % 4;
 	pe->rx_dead_msg[i] = x->msg_id;
 	pe->rx_dead_ses[i] = pe->rx_session;

@@ -64,6 +64,8 @@ struct peer {
 	uint32_t bye_inc;           /* the life of theirs that said BYE (0: none) */
 	uint32_t next_msg_id;       /* next id we assign */
 	uint32_t match_next;        /* lowest id of theirs not yet matched */
+	uint32_t held_msg, held_tag; /* the last message of several frames whose completion ack was held (send.c) */
+	uint8_t held_set;
 	uint64_t matched;           /* bit i: id match_next+i is matched (i < 64) */
 	uint32_t frag;              /* payload bytes per frame toward them */
 	uint32_t inflight_frames, inflight_msgs;
@@ -100,7 +102,6 @@ struct peer {
 /* Per-message transfer record, one per descriptor slot. */
 struct rec {
 	uint8_t kind, fast_rtx_armed;
-	uint8_t ack_owed;           /* recv: frames received since the last ack */
 	uint8_t lane;               /* send, queued: on the peer's txs, not txq */
 	int32_t next, prev;
 	int32_t peer;
@@ -160,7 +161,6 @@ struct emp_fw {
 	uint64_t recv_seq;
 	uint32_t posted_recvs;
 	uint32_t norecv_peers;      /* peers with norecv_pending */
-	uint32_t acks_owed;         /* receive records with ack_owed */
 	uint32_t npeers, nrecs;     /* npeers: table slots ever used (index bound) */
 	uint32_t npeers_live;       /* slots in use now */
 	uint32_t hello_seq;         /* sessions opened (session nonces) */
@@ -291,6 +291,7 @@ uint8_t *emp__tx_slot(struct emp_fw *fw, int32_t p, uint8_t type, uint16_t flags
 void emp__tx_flush(struct emp_fw *fw);
 void emp__tx_flush_or_hold(struct emp_fw *fw, uint64_t now);
 void emp__tx_bulk_ack(struct emp_fw *fw, uint32_t msg_id, uint64_t now);
+void emp__tx_hold_ack(struct emp_fw *fw, int32_t p, const struct rec *x, uint64_t now);
 /* send.c: a posted send joins its peer's queue (or the one-frame lane) */
 void emp__send_enqueue(struct emp_fw *fw, int32_t p, int32_t r);
 void emp__tx_pump(struct emp_fw *fw, uint64_t now);

@@ -265,11 +265,8 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		emp__send_ack(fw, p, x, 0);
 		if (emp__bulk(fw, x))
 			emp__tx_bulk_ack(fw, x->msg_id, now);
-		if (x->nframes == 1) {
-			fw->tx_holdable++;
-			fw->txmeta[fw->txn - 1].held_ack = 1;
-			fw->txmeta[fw->txn - 1].since = now;
-		}
+		if (!emp__bulk(fw, x))
+			emp__tx_hold_ack(fw, p, x, now);
 		emp__dl_del(fw, &pe->rxa, r);
 		emp__complete(fw, r, x->len <= x->cap ? (int64_t)x->len : -EMP_EMSGSIZE);
 	} else if (x->sack && x->nack_cum != x->cum + 1) {
@@ -284,16 +281,14 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		 * for (its window's edge) leaves with this poll */
 		if (emp__bulk(fw, x) && !(h->flags & EMP_F_ACKREQ))
 			emp__tx_bulk_ack(fw, x->msg_id, now);
-	} else if (fw->in_poll && !emp__bulk(fw, x)) {
-		/* acked when this poll has drained the device (see emp__fw_poll):
-		 * a burst gets one ack per collection, a lone frame one at once
-		 * (a bulk message's partial collection waits for its delayed ack:
-		 * its sender asks (ACKREQ) where it needs one) */
-		if (!x->ack_owed) {
-			x->ack_owed = 1;
-			fw->acks_owed++;
-		}
 	} else {
+		/* a partial collection waits for its delayed ack (ack_delay_ns): the
+		 * rest of a short message is a few microseconds behind, and its
+		 * completion ack rides in the reply. Acked as soon as a poll had
+		 * drained the device, a 2-frame request whose frames came in two
+		 * polls drew an ack frame for its first frame. A lost frame is
+		 * named at once (the NACK above) and the sender's probes find a
+		 * lost tail. */
 		emp__timer_frame_received(fw, x, now);
 	}
 }

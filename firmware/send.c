@@ -68,6 +68,40 @@ static int gather(const struct emp_desc *d, uint64_t off, uint32_t len, struct e
 	return len ? -1 : 0;
 }
 
+/* The completion ack just queued (the batch's last slot) for message x of
+ * peer p may wait for a reply to carry it (EMP_F_PIGGY), whatever the
+ * request's frame count: a memcached set of 2 frames drew an ack frame of
+ * its own per request. But a second message of several frames on the same
+ * connection (tag) completing while the first's ack still waits is a
+ * stream's, not a request's (nothing answers in between): neither waits
+ * (an event loop keeps its acks up to EMP__ROUND_ACK_NS, and a stream of
+ * 4 KiB writes slowed by a tenth with its acks kept). */
+void emp__tx_hold_ack(struct emp_fw *fw, int32_t p, const struct rec *x, uint64_t now)
+{
+	struct peer *pe = &fw->peer[p];
+	unsigned last = fw->txn - 1;
+	if (x->nframes > 1) {
+		if (pe->held_set && pe->held_tag == x->tag) {
+			pe->held_set = 0;
+			for (unsigned k = 0; k < last; k++) {
+				const uint8_t *a = fw->txf[k].hdr + EMP_ETH_HLEN;
+				if (fw->txmeta[k].held_ack && !fw->txmeta[k].dead && fw->txmeta[k].peer == p &&
+				    get32(a + EMP_C_MSG_ID) == pe->held_msg) {
+					fw->txmeta[k].held_ack = 0;
+					fw->tx_holdable--;
+					return;
+				}
+			}
+		}
+		pe->held_set = 1;
+		pe->held_tag = x->tag;
+		pe->held_msg = x->msg_id;
+	}
+	fw->tx_holdable++;
+	fw->txmeta[last].held_ack = 1;
+	fw->txmeta[last].since = now;
+}
+
 /* A completion ack held in this batch for the peer this DATA frame goes to
  * rides in the frame (EMP_F_PIGGY) if there is room; its own slot is dropped
  * at flush. One frame instead of two per ping-pong reply. */

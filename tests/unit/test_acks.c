@@ -13,8 +13,10 @@
  * after other work. Its ack of the ping waits for the pong (no frame of its
  * own), also while a message to h2 leaves in between; a ping left
  * without an answer gets its ack alone once the round's bound passed. Not
- * batching (defer off, nobody spinning), the ack leaves at once. */
-static void round_ack(int auth)
+ * batching (defer off, nobody spinning), the ack leaves at once. A ping of
+ * len bytes: 3 frames (4000) ride as one of 1 does (a memcached set of a
+ * few KB drew an ack frame of its own per request). */
+static void round_ack(int auth, uint32_t len)
 {
 	struct harness h;
 	struct emp_fw_config cfg;
@@ -29,10 +31,13 @@ static void round_ack(int auth)
 	h_xfer(&h, 1, 2, 100, 1, 3, 60 * SEC);
 	for (int loop = 1; loop >= 0; loop--) {
 		emp_defer(h.ep[1], loop);      /* this thread drives both: both batch */
-		uint8_t ping[4] = { 1, 2, 3, 4 }, pong[4] = { 5, 6, 7, 8 }, other[4] = { 9, 9, 9, 9 };
-		uint8_t r0[4], r1[4], ro[4];
-		struct iovec vp = { ping, 4 }, vq = { pong, 4 }, vo = { other, 4 };
-		struct iovec v0 = { r0, 4 }, v1 = { r1, 4 }, vro = { ro, 4 };
+		static uint8_t ping[4000], r1[4000];
+		for (uint32_t i = 0; i < len; i++)
+			ping[i] = (uint8_t)(i * 7 + 1);
+		uint8_t pong[4] = { 5, 6, 7, 8 }, other[4] = { 9, 9, 9, 9 };
+		uint8_t r0[4], ro[4];
+		struct iovec vp = { ping, len }, vq = { pong, 4 }, vo = { other, 4 };
+		struct iovec v0 = { r0, 4 }, v1 = { r1, len }, vro = { ro, 4 };
 		emp_req_t *s0, *s1, *so, *q0, *q1, *qo;
 		struct emp_status st;
 		CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 7, &v0, 1, &q0), 0);
@@ -55,10 +60,10 @@ static void round_ack(int auth)
 		CHECK(h_wait(&h, 0, q0, &st, 10 * MS));
 		CHECK(!memcmp(r0, pong, 4));
 		CHECK(h_wait(&h, 0, s0, &st, 10 * MS));
-		CHECK_EQ(st.result, 4);
+		CHECK_EQ(st.result, (long long)len);
 		CHECK(h_wait(&h, 1, s1, &st, 10 * MS));
 		CHECK(h_wait(&h, 1, so, &st, 10 * MS));
-		CHECK(!memcmp(r1, ping, 4));
+		CHECK(!memcmp(r1, ping, len));
 		struct emp_counters b0 = h_ctr(&h, 0), b1 = h_ctr(&h, 1);
 		CHECK_EQ(b1.piggy_acks - a1.piggy_acks, loop ? 1u : 0u);
 		CHECK_EQ(b0.rx_acks - a0.rx_acks, 1);            /* the ping's ack arrived either way */
@@ -309,8 +314,53 @@ static void t_armed_ack(void)
 	pp_end(&t);
 }
 
-static void t_round_ack(void) { round_ack(0); two_acks(0); }
-static void t_round_ack_auth(void) { round_ack(1); two_acks(1); }
+/* h1, an event loop, takes two 3-frame messages from h0 in one round. On
+ * two connections (tags) they are two requests: both acks wait for the
+ * replies (none reaches h0 within 100 us). On one connection they are a
+ * stream (nothing answered the first): neither waits, both acks reach h0
+ * at once (kept up to EMP__ROUND_ACK_NS, a stream of 4 KiB writes slowed). */
+static void stream_acks(void)
+{
+	for (int same = 0; same <= 1; same++) {
+		struct harness h;
+		h_init(&h, 2, NULL, NULL);
+		h_xfer(&h, 0, 1, 100, 1, 1, 60 * SEC);
+		h_xfer(&h, 1, 0, 100, 1, 2, 60 * SEC);
+		emp_defer(h.ep[1], 1);
+		static uint8_t m[2][4000], r[2][4000];
+		emp_req_t *q[2], *sd[2];
+		struct emp_status st;
+		for (int i = 0; i < 2; i++) {
+			for (int j = 0; j < 4000; j++)
+				m[i][j] = (uint8_t)(j * 3 + i);
+			struct iovec v = { r[i], 4000 };
+			CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), same ? 7u : 7u + i, &v, 1, &q[i]), 0);
+		}
+		h_run(&h, NULL, NULL, 1 * MS);
+		struct emp_counters a0 = h_ctr(&h, 0);
+		for (int i = 0; i < 2; i++) {
+			struct iovec v = { m[i], 4000 };
+			CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), same ? 7u : 7u + i, &v, 1, &sd[i]), 0);
+		}
+		CHECK(h_run(&h, h_req_done, q[1], 10 * MS));
+		CHECK(h_req_done(q[0]));
+		h_run(&h, NULL, NULL, 100 * US);
+		struct emp_counters b0 = h_ctr(&h, 0);
+		CHECK_MSG(b0.rx_acks - a0.rx_acks == (same ? 2u : 0u), "%s: %llu acks at h0 within 100 us (%d)",
+			  same ? "one connection" : "two", (unsigned long long)(b0.rx_acks - a0.rx_acks), same ? 2 : 0);
+		for (int i = 0; i < 2; i++) {
+			CHECK(h_wait(&h, 0, sd[i], &st, EMP__ROUND_ACK_NS + 5 * MS));
+			CHECK_EQ(st.result, 4000);
+			CHECK(!memcmp(r[i], m[i], 4000));
+		}
+		CHECK_EQ(h_ctr(&h, 0).retransmits, a0.retransmits);
+		emp_defer(h.ep[1], 0);
+		h_free(&h);
+	}
+}
+
+static void t_round_ack(void) { round_ack(0, 4); round_ack(0, 4000); two_acks(0); stream_acks(); }
+static void t_round_ack_auth(void) { round_ack(1, 4); round_ack(1, 4000); two_acks(1); }
 
 static const struct emp_test tests[] = {
 	{ "engine_round_ack", t_round_ack, 30 },
