@@ -64,8 +64,6 @@ struct peer {
 	uint32_t bye_inc;           /* the life of theirs that said BYE (0: none) */
 	uint32_t next_msg_id;       /* next id we assign */
 	uint32_t match_next;        /* lowest id of theirs not yet matched */
-	uint32_t held_msg, held_tag; /* the last message of several frames whose completion ack was held (send.c) */
-	uint8_t held_set;
 	uint64_t matched;           /* bit i: id match_next+i is matched (i < 64) */
 	uint32_t frag;              /* payload bytes per frame toward them */
 	uint32_t inflight_frames, inflight_msgs;
@@ -93,10 +91,12 @@ struct peer {
 	uint32_t rx_dead_msg[4];    /* messages of theirs whose receive was given up (expire.c) ... */
 	uint16_t rx_dead_ses[4];    /* ... and their sessions; a ring */
 	uint8_t rx_dead_n;
+	uint8_t held_set;           /* held_msg, held_tag: the last message of several frames whose completion ack was held (send.c) */
 	int32_t hnext;              /* hash chain */
 	int32_t anext, aprev;       /* active-peer list */
 	uint64_t last_act;          /* last frame to or from this peer (fw->now) */
 	uint32_t holds;             /* host layer's references (emp__fw_peer_hold) */
+	uint32_t held_msg, held_tag;
 };
 
 /* Per-message transfer record, one per descriptor slot. */

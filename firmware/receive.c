@@ -265,8 +265,7 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		emp__send_ack(fw, p, x, 0);
 		if (emp__bulk(fw, x))
 			emp__tx_bulk_ack(fw, x->msg_id, now);
-		if (!emp__bulk(fw, x))
-			emp__tx_hold_ack(fw, p, x, now);
+		emp__tx_hold_ack(fw, p, x, now);
 		emp__dl_del(fw, &pe->rxa, r);
 		emp__complete(fw, r, x->len <= x->cap ? (int64_t)x->len : -EMP_EMSGSIZE);
 	} else if (x->sack && x->nack_cum != x->cum + 1) {

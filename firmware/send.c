@@ -68,31 +68,43 @@ static int gather(const struct emp_desc *d, uint64_t off, uint32_t len, struct e
 	return len ? -1 : 0;
 }
 
+/* The held completion ack of message msg_id to peer p, in the batch before
+ * slot end, waits no longer; 0 if it is not there (it rode in a reply, or left) */
+static int release_held(struct emp_fw *fw, int32_t p, uint32_t msg_id, unsigned end)
+{
+	for (unsigned k = 0; k < end; k++) {
+		const uint8_t *a = fw->txf[k].hdr + EMP_ETH_HLEN;
+		if (fw->txmeta[k].held_ack && !fw->txmeta[k].dead && fw->txmeta[k].peer == p &&
+		    get32(a + EMP_C_MSG_ID) == msg_id) {
+			fw->txmeta[k].held_ack = 0;
+			fw->tx_holdable--;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* The completion ack just queued (the batch's last slot) for message x of
- * peer p may wait for a reply to carry it (EMP_F_PIGGY), whatever the
- * request's frame count: a memcached set of 2 frames drew an ack frame of
- * its own per request. But a second message of several frames on the same
- * connection (tag) completing while the first's ack still waits is a
- * stream's, not a request's (nothing answers in between): neither waits
- * (an event loop keeps its acks up to EMP__ROUND_ACK_NS, and a stream of
- * 4 KiB writes slowed by a tenth with its acks kept). */
+ * peer p may wait for a reply to carry it (EMP_F_PIGGY): a one-frame
+ * message's, and a short one's of several frames too (a memcached set of 2
+ * frames drew an ack frame of its own per request). Not in a stream: when
+ * another message completes on the same connection (tag) while the ack of
+ * one of several frames still waits, nothing answered in between, and that
+ * ack goes now, with this one if it is of several frames too (an event
+ * loop keeps held acks up to EMP__ROUND_ACK_NS: an iperf3 stream of 4 KiB
+ * writes slowed by a tenth with them kept). A bulk message's never waits. */
 void emp__tx_hold_ack(struct emp_fw *fw, int32_t p, const struct rec *x, uint64_t now)
 {
 	struct peer *pe = &fw->peer[p];
 	unsigned last = fw->txn - 1;
+	if (pe->held_set && pe->held_tag == x->tag) {
+		pe->held_set = 0;
+		if (release_held(fw, p, pe->held_msg, last) && x->nframes > 1)
+			return;
+	}
+	if (emp__bulk(fw, x))
+		return;
 	if (x->nframes > 1) {
-		if (pe->held_set && pe->held_tag == x->tag) {
-			pe->held_set = 0;
-			for (unsigned k = 0; k < last; k++) {
-				const uint8_t *a = fw->txf[k].hdr + EMP_ETH_HLEN;
-				if (fw->txmeta[k].held_ack && !fw->txmeta[k].dead && fw->txmeta[k].peer == p &&
-				    get32(a + EMP_C_MSG_ID) == pe->held_msg) {
-					fw->txmeta[k].held_ack = 0;
-					fw->tx_holdable--;
-					return;
-				}
-			}
-		}
 		pe->held_set = 1;
 		pe->held_tag = x->tag;
 		pe->held_msg = x->msg_id;
