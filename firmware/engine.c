@@ -258,7 +258,7 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 	fw->in_poll = 1;
 	fw->now = now;
 	emp__fw_mailbox(fw, now);
-	int drained = 0;
+	int drained = fw->skip_rx;       /* a post's drive just after a look (emp__fw_skip_rx) */
 	for (int round = 0; round < 8 && !drained; round++) {
 		int n = fw->ops->rx_burst(fw->dev, rx, RXB_MAX);
 		if (n <= 0) {
@@ -285,6 +285,13 @@ void emp__fw_set_hold(struct emp_fw *fw, int ok, uint64_t hold_ns)
 {
 	fw->hold_ok = ok;
 	fw->hold_ns = hold_ns;
+}
+
+/* The next polls leave the device alone (1) or look at it (0): the host's
+ * post on a device whose look is a system call, right after a look */
+void emp__fw_skip_rx(struct emp_fw *fw, int skip)
+{
+	fw->skip_rx = skip;
 }
 
 void emp__fw_set_bulk_hold(struct emp_fw *fw, int ok)

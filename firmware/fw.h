@@ -201,6 +201,7 @@ void emp__fw_set_hold(struct emp_fw *fw, int ok, uint64_t hold_ns);
  * most; they also do while ok is set above): the host allows it while its
  * thread polls again at once or sleeps no longer than emp__fw_bulk_deadline. */
 void emp__fw_set_bulk_hold(struct emp_fw *fw, int ok);
+void emp__fw_skip_rx(struct emp_fw *fw, int skip);
 /* When the acks held that way must leave, 0 if none are held. */
 uint64_t emp__fw_bulk_deadline(const struct emp_fw *fw);
 /* How long a thread that waits may sleep without looking at the device while

@@ -168,7 +168,7 @@ struct emp_fw {
 	uint64_t next_deadline;
 	uint64_t next_fine;          /* earliest of the short timers only (delayed and held acks) */
 	uint64_t dev_drops_at, dev_drops_seen;   /* the device's drop count: last asked, last seen */
-	int pending_tx, rx_more, in_poll, completed, hold_ok, bulk_ok;
+	int pending_tx, rx_more, in_poll, completed, hold_ok, bulk_ok, skip_rx;
 	uint64_t hold_ns;            /* a hold started now lasts this long (0: cfg.ack_hold_ns) */
 	uint64_t now;
 	/* tx batch */

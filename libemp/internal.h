@@ -91,6 +91,7 @@ size_t emp__mem_bytes(const struct emp_endpoint *ep);
  * and may answer what it takes now (a held ack may wait for its reply; the
  * thread's next look before a sleep sends it if no reply came) */
 int emp__drive_post(struct emp_endpoint *ep);
+int emp__drive_send(struct emp_endpoint *ep);
 /* the same; *contended set when another thread held the engine lock (its
  * holder takes the frames; the device fd stays readable until it has) */
 int emp__drive_post_busy(struct emp_endpoint *ep, int *contended);

@@ -13,6 +13,7 @@
 #include "runner.h"
 #include "harness.h"
 #include "../../libemp/internal.h"
+#include "fw_int.h"
 
 struct pair {
 	struct emp_sim_wire *wire;
@@ -766,7 +767,69 @@ static void t_yield_interval(void)
 	CHECK(EMP__YIELD_FULL_NS < EMP__YIELD_MAX_NS);
 }
 
+/* A device whose look is a system call (EMP_DRV_SYSLOOK: udp, each look a
+ * recvmmsg), here the sim wire with a counted look and a due flag standing
+ * for the driver's rx_pending: a post's drive right after a look leaves the
+ * device alone (a server over udp looked again in the repost of its receive
+ * and in the send of its reply, 1.7 of 7.4 calls per message), one when a
+ * look is due takes what waits; a wait looks either way. */
+static int sl_due;
+static unsigned sl_looks;
+static int sl_pending(void *priv) { (void)priv; return sl_due; }
+static int sl_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
+{
+	sl_looks++;
+	return emp__sim_ops.rx_burst(priv, f, max);
+}
+
+static void t_syslook_post(void)
+{
+	static struct emp_driver_ops ops;
+	static struct harness h;
+	sl_due = 1;                  /* a look is due, except around the post under test */
+	ops = emp__sim_ops;
+	ops.flags |= EMP_DRV_SYSLOOK;
+	ops.rx_pending = sl_pending;
+	ops.rx_burst = sl_rx_burst;
+	h_init(&h, 2, NULL, NULL);
+	h_xfer(&h, 0, 1, 100, 1, 1, 60 * 1000000000ull);       /* sessions up both ways */
+	h_xfer(&h, 1, 0, 100, 1, 2, 60 * 1000000000ull);
+	h.ep[1]->ops = &ops;
+	h.ep[1]->fw->ops = &ops;            /* the engine looks through its own pointer */
+	uint8_t in[64], out[64] = { 1, 2, 3 }, back[64];
+	struct iovec vi = { in, 64 }, vo = { out, 64 }, vb = { back, 64 };
+	emp_req_t *q, *s0, *s1, *s2, *b1, *b2;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(h.ep[1], h_addr(0), 7, &vi, 1, &q), 0);
+	CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 8, &vb, 1, &b1), 0);
+	h_run(&h, NULL, NULL, 1000000);
+	CHECK_EQ(emp_post_send(h.ep[0], h_addr(1), 7, &vo, 1, &s0), 0);
+	/* its post sent it: h0's frame waits on h1's wire */
+	sl_due = 0;
+	unsigned l0 = sl_looks;
+	CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 8, &vo, 1, &s1), 0);
+	CHECK_MSG(sl_looks == l0, "a post's drive with no look due looked %u times", sl_looks - l0);
+	CHECK(!h_req_done(q));
+	sl_due = 1;
+	CHECK_EQ(emp_post_recv(h.ep[0], h_addr(1), 8, &vb, 1, &b2), 0);
+	CHECK_EQ(emp_post_send(h.ep[1], h_addr(0), 8, &vo, 1, &s2), 0);
+	CHECK_MSG(sl_looks > l0, "a post's drive with a look due did not look");
+	CHECK(h_req_done(q));
+	CHECK(h_wait(&h, 1, q, &st, 1000000));
+	CHECK_EQ(st.result, 64);
+	CHECK(!memcmp(in, out, 64));
+	CHECK(h_wait(&h, 0, b1, &st, 10000000));
+	CHECK(h_wait(&h, 0, b2, &st, 10000000));
+	CHECK(h_wait(&h, 0, s0, &st, 10000000));
+	CHECK(h_wait(&h, 1, s1, &st, 10000000));
+	CHECK(h_wait(&h, 1, s2, &st, 10000000));
+	h.ep[1]->ops = &emp__sim_ops;
+	h.ep[1]->fw->ops = &emp__sim_ops;
+	h_free(&h);
+}
+
 static const struct emp_test tests[] = {
+	{ "libemp_syslook_post", t_syslook_post, 20 },
 	{ "libemp_wait_crowded", t_wait_crowded, 20 },
 	{ "libemp_yield_interval", t_yield_interval, 20 },
 	{ "libemp_loadavg_fd", t_loadavg_fd, 20 },
