@@ -215,7 +215,7 @@ int emp__drive_post(struct emp_endpoint *ep)
  * next wait, or by the next post once rx_pending says a look is due. */
 int emp__drive_send(struct emp_endpoint *ep)
 {
-	if (!(ep->ops->flags & EMP_DRV_SYSLOOK) || ep->ops->rx_pending(ep->dev))
+	if (!(ep->ops->flags & EMP_DRV_SYSLOOK) || !ep->ops->rx_pending || ep->ops->rx_pending(ep->dev))
 		return drive_ex(ep, 1, 0);
 	tl_skip_rx = 1;
 	int n = drive_ex(ep, 1, 0);
