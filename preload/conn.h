@@ -56,6 +56,7 @@ struct es_conn {
 	int cbusy;                       /* csend in flight */
 	uint8_t csbuf[CTRL_SZ];
 	int hello_seen, hello_want, hello_sent;
+	int first_failed;                /* the send of the first slot (a write right behind the HELLO) failed */
 	uint16_t hello_ep;               /* the endpoint the peer's HELLO came from */
 	uint64_t key_rx, key_tx;         /* ours (the peer presents it), the peer's (we present it) */
 	unsigned forged;                 /* messages dropped for a wrong key or token */

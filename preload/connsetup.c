@@ -252,9 +252,14 @@ uint16_t es__conn_hello_ep(struct es_sock *s) { return s->c ? s->c->hello_ep : E
  * with that server process ended under it (the server restarted: its new
  * life answered STALE to our old session). Nothing else of the connection
  * has been sent but the first write that may have gone right behind the
- * HELLO (es__negc_early), which failed with it: both go again, in the
- * engine's new session, the write from its slot (untouched since, as for
- * es__negc_replay). A write whose failure is not in yet: the next try. */
+ * HELLO (es__negc_early): the HELLO goes again in the engine's new session,
+ * and the write with it if it failed too, from its slot (untouched since, as
+ * for es__negc_replay). A write that succeeded is not sent again: the HELLO
+ * went in the old session and failed there, but the write, posted behind it
+ * while the engine opened its new session, went in that one and was
+ * delivered (t_fault_restart: the server echoed the first write twice, about
+ * one run in 20, when the old life's frames replayed slowed the client). A
+ * write whose completion is not in yet: the next try. */
 int es__conn_hello_again(struct es_sock *s)
 {
 	struct es_conn *c = s->c;
@@ -263,11 +268,12 @@ int es__conn_hello_again(struct es_sock *s)
 	if (s->ng.early && (c->tx_staged != 1 || c->tx_posted != 1 || c->tx_done != 1))
 		return 0;
 	es__dbg("conn %u: our HELLO failed (the server restarted?): sent again%s", c->lid,
-		s->ng.early ? ", with the first write" : "");
+		s->ng.early && c->first_failed ? ", with the first write" : "");
 	c->err = 0;
 	c->err_told = 0;
 	c->hello_sent = 0;
-	if (s->ng.early) {
+	if (s->ng.early && c->first_failed) {
+		c->first_failed = 0;
 		c->tx_done = c->tx_posted = 0;      /* slot 0 staged again, posted by es__flush */
 		while (c->tx_mapped > c->tx_staged)   /* buffers given ahead to slots not staged (a file read that failed) */
 			tx_unmap(c, --c->tx_mapped);

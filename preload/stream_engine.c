@@ -462,8 +462,11 @@ static int reap_sends(struct es_conn *c)
 		if (r == 0)
 			continue;
 		c->sdone[i] = 1;
-		if (r < 0 || st.result < 0)
+		if (r < 0 || st.result < 0) {
 			set_err(c, ECONNRESET);
+			if (q == 0)
+				c->first_failed = 1;
+		}
 	}
 	while (c->tx_done < c->tx_posted && c->sdone[c->tx_done % c->tx_slots]) {
 		unsigned i = c->tx_done % c->tx_slots;

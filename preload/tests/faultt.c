@@ -68,14 +68,15 @@ static void stream_in(int s, const char *who)
 	       now_ms());
 }
 
-/* Echo with verification: odd-sized writes, each read back and compared.
- * Runs until stop() says so; returns bytes verified, or -1 on a mismatch or error. */
-static long long echo_until(int s, uint64_t seed, int (*stop)(uint64_t done, void *arg), void *arg)
+/* Echo with verification: odd-sized writes, each read back and compared; the
+ * first of first bytes if first is not 0. Runs until stop() says so; returns
+ * bytes verified, or -1 on a mismatch or error. */
+static long long echo_until(int s, uint64_t seed, size_t first, int (*stop)(uint64_t done, void *arg), void *arg)
 {
 	static __thread char out[65536], in[65536];
 	uint64_t sent = 0;
 	while (!stop(sent, arg)) {
-		size_t k = 1 + (size_t)rand() % (sizeof out - 1);
+		size_t k = sent == 0 && first ? first : 1 + (size_t)rand() % (sizeof out - 1);
 		for (size_t i = 0; i < k; i++)
 			out[i] = (char)pat(seed, sent + i);
 		if (write_all(s, out, k) < 0) {
@@ -156,7 +157,7 @@ static int two(const char *host, int pa, const char *mode, int pb)
 	pthread_t t;
 	pthread_create(&t, NULL, two_a_main, &a);
 	struct after x = { 0, 0 };
-	long long n = echo_until(b, 7, stop_after_a, &x);
+	long long n = echo_until(b, 7, 0, stop_after_a, &x);
 	pthread_join(t, NULL);
 	if (n < 0) {
 		printf("B FAILED\n");
@@ -197,7 +198,7 @@ static int echo_for(const char *host, int port, double secs)
 {
 	int s = dial(host, port);
 	double end = mono() + secs;
-	long long n = echo_until(s, 11, stop_at_time, &end);
+	long long n = echo_until(s, 11, 0, stop_at_time, &end);
 	if (n < 0)
 		return 1;
 	close(s);
@@ -212,7 +213,7 @@ static int stop_at_bytes(uint64_t done, void *arg) { return done >= *(uint64_t *
 static int phases(const char *host, int port, uint64_t bytes, const char *go)
 {
 	int s = dial(host, port);
-	long long n = echo_until(s, 1, stop_at_bytes, &bytes);
+	long long n = echo_until(s, 1, 0, stop_at_bytes, &bytes);
 	if (n < 0) {
 		printf("phase1 FAILED\n");
 		return 1;
@@ -230,7 +231,10 @@ static int phases(const char *host, int port, uint64_t bytes, const char *go)
 	close(s);   /* the first connection's peer is gone; its end is not what we test */
 	s = dial(host, port);
 	printf("phase2 connected\n");
-	n = echo_until(s, 2, stop_at_bytes, &bytes);
+	/* a first write of 4000 bytes goes right behind the HELLO (the shim's
+	 * early write, at most 16 KiB), into a server whose previous life the
+	 * engine still names: its HELLO fails there, and the write must go once */
+	n = echo_until(s, 2, 4000, stop_at_bytes, &bytes);
 	if (n < 0) {
 		printf("phase2 FAILED\n");
 		return 1;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_fault_restart: a server restarted on the same MAC, IP, TCP port and EMP endpoint: the surviving client's new connection works, its engine counts the restart, and frames recorded from the previous life and replayed are all dropped (stale/no_session), never delivered.
+# t_fault_restart: a server restarted on the same MAC, IP, TCP port and EMP endpoint: the surviving client's new connection works (its first write, 4000 bytes right behind its HELLO, echoed once), its engine counts the restart, and frames recorded from the previous life and replayed are all dropped (stale/no_session), never delivered.
 # timeout: 60
 # The server keeps its endpoint id across lives (EMP_ENDPOINT; the shim otherwise picks a
 # random free one): only the incarnation differs, which is the case under test.
