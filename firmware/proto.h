@@ -46,7 +46,7 @@
  *                     whenever this frame is inside that window.
  *
  *  with EMP_F_PIGGY, 12 more bytes follow the DATA header (before the payload):
- *  the completion ack of a one-frame message from the receiver of this frame,
+ *  the completion ack of a message (short of bulk) from the receiver of this frame,
  *  riding along instead of a frame of its own (a ping-pong reply carries it):
  *   40  4   ack_msg   the message completed (its sender's id)
  *   44  4   ack_nfr   its frames (all received)

@@ -506,7 +506,7 @@ static int bulk_hold(struct emp_fw *fw, uint64_t now)
 	return 1;
 }
 
-/* End of a poll: a batch holding only completion acks of one-frame messages
+/* End of a poll: a batch holding only held completion acks (emp__tx_hold_ack)
  * waits up to ack_hold_ns, so that the reply the application is about to
  * post (ping-pong) carries the ack (EMP_F_PIGGY); anything else goes now. A
  * hold starts only while the host allows it (emp__fw_set_hold: a thread waits
