@@ -206,13 +206,16 @@ int emp__drive_post(struct emp_endpoint *ep)
 	return drive_ex(ep, 1, 0);
 }
 
-/* A post's drive. On a device whose look is a system call (EMP_DRV_SYSLOOK:
- * udp, each look a recvmmsg) it leaves the device alone when a look was
- * made just now and found nothing left (rx_pending): a server over udp
- * looked again in the repost of the receive its request filled and in the
- * send of its reply, a few microseconds after the look that took the
- * request, 1.7 of its 7.4 system calls per message. Frames are taken at the
- * next wait, or by the next post once rx_pending says a look is due. */
+/* A post's drive, and a wait's right after arming. On a device whose look
+ * is a system call (EMP_DRV_SYSLOOK: udp, each look a recvmmsg) it leaves
+ * the device alone when a look was made just now and found nothing left
+ * (rx_pending): a server over udp looked again in the repost of the receive
+ * its request filled and in the send of its reply, a few microseconds after
+ * the look that took the request, 1.7 of its 7.4 system calls per message,
+ * and in the drive after arming, right after its spin's last look. Frames
+ * are taken at the next wait (the device fd is level-triggered: a sleep
+ * ends at once while a frame waits), or by the next post once rx_pending
+ * says a look is due. */
 int emp__drive_send(struct emp_endpoint *ep)
 {
 	if (!(ep->ops->flags & EMP_DRV_SYSLOOK) || !ep->ops->rx_pending || ep->ops->rx_pending(ep->dev))

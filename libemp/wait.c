@@ -3,7 +3,9 @@
  * Run to completion: a thread that waits drives the engine itself. It spins
  * for an adaptive budget, then arms (the caller's waker flags: from now on a
  * completion for it written by another thread wakes its fd), drives once more
- * so that a frame that arrived between the last look and arm() is processed,
+ * so that a frame that arrived between the last look and arm() is processed
+ * (on a device whose look is a system call, only if a look is due: its fd
+ * is level-triggered, so the sleep ends at once for such a frame),
  * looks again, and sleeps in ONE kernel wait that holds the device fd beside
  * the caller's own fds. While any thread is inside, the progress thread leaves
  * the device alone; it keeps the engine's timers, so a sleeper is not woken for
@@ -405,8 +407,11 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		 * this look takes may end the wait (a reply that came while
 		 * the thread armed): then it does not sleep, and the ack of
 		 * that reply may ride in the caller's next request, as after
-		 * a post. Only a thread that does sleep sends what waits. */
-		emp__drive_post(ep);
+		 * a post. Only a thread that does sleep sends what waits. On a
+		 * device whose look is a system call, a look made just now is
+		 * not made again (emp__drive_send): its fd is level-triggered,
+		 * so a frame that came since ends the sleep at once. */
+		emp__drive_send(ep);
 		int r = 0, fin = w->done(w->arg);
 		if (!fin && emp__fw_holding(ep->fw)) {
 			emp__drive_nap(ep);

@@ -828,8 +828,113 @@ static void t_syslook_post(void)
 	h_free(&h);
 }
 
+/* The same device in a wait: the drive after arming makes no look when one
+ * was made just now (the sleep's fd is level-triggered: a frame that came
+ * since ends the sleep at once; a server over udp paid a recvmmsg there per
+ * message), and looks when one is due (a frame that came as the thread
+ * armed is taken without a sleep). */
+struct slw {
+	struct pair *p;
+	emp_req_t *r;
+	int mode;                 /* 0: no look due at arm, the frame comes during the sleep; 1: a look due, the frame comes at arm */
+	unsigned at_arm, between;
+	int slept;
+};
+static int slw_done(void *arg)
+{
+	return __atomic_load_n(&((struct slw *)arg)->r->stat, __ATOMIC_ACQUIRE) == EMP_DS_DONE;
+}
+static void slw_send(struct pair *p)
+{
+	static char m[32] = "came as the thread waited";
+	struct iovec si = { m, sizeof(m) };
+	emp_req_t *s;
+	CHECK_EQ(emp_post_send(p->ep[0], A(1), 9, &si, 1, &s), 0);
+	for (int i = 0; i < 20; i++) {
+		emp_progress(p->ep[0]);
+		usleep(200);
+	}
+}
+static void slw_arm(void *arg)
+{
+	struct slw *a = arg;
+	a->at_arm = sl_looks;
+	if (a->mode == 0)
+		sl_due = 0;               /* a look was made just now */
+	else
+		slw_send(a->p);
+}
+static int slw_sleep(void *arg, int64_t ns)
+{
+	struct slw *a = arg;
+	(void)ns;
+	if (a->slept++ == 0) {
+		a->between = sl_looks - a->at_arm;
+		sl_due = 1;
+		if (a->mode == 0)
+			slw_send(a->p);
+	}
+	usleep(1000);
+	return 0;
+}
+
+static void t_syslook_wait(void)
+{
+	static struct emp_driver_ops ops;
+	struct pair p;
+	pair_open(&p, 0);                 /* no progress thread: only this thread drives */
+	p.ep[1]->spin_ns = 0;             /* no spin: straight to arm, the drive after it, sleep */
+	ops = *p.ep[1]->ops;
+	ops.flags |= EMP_DRV_SYSLOOK;
+	ops.rx_pending = sl_pending;
+	ops.rx_burst = sl_rx_burst;
+	char b[64], w[8] = "warm";
+	struct iovec di = { b, sizeof(b) }, wi = { w, sizeof(w) };
+	emp_req_t *r, *s;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 6, &di, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 6, &wi, 1, &s), 0);
+	CHECK(drive_both(&p, r, s));
+	for (int i = 0; i < 20; i++) {        /* the warm message's ack: nothing held */
+		emp_progress(p.ep[0]);
+		emp_progress(p.ep[1]);
+		usleep(200);
+	}
+	const struct emp_driver_ops *orig = p.ep[1]->ops;
+	p.ep[1]->ops = &ops;
+	p.ep[1]->fw->ops = &ops;              /* the engine looks through its own pointer */
+	for (int mode = 0; mode < 2; mode++) {
+		memset(b, 0, sizeof(b));
+		sl_due = 1;
+		CHECK_EQ(emp_post_recv(p.ep[1], A(0), 9, &di, 1, &r), 0);
+		struct slw a = { .p = &p, .r = r, .mode = mode };
+		struct emp_waitfor wf = { .done = slw_done, .arm = slw_arm, .sleep = slw_sleep, .arg = &a,
+					  .timeout_ns = 2000000000 };
+		int rc = emp_wait_for(p.ep[1], &wf);
+		CHECK_MSG(rc == 1, "mode %d: emp_wait_for %d", mode, rc);
+		CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+		CHECK_EQ(st.result, 32);
+		CHECK(!strcmp(b, "came as the thread waited"));
+		if (mode == 0)
+			CHECK_MSG(a.slept >= 1 && a.between == 0,
+				  "no look due: slept %d, looked %u times between arming and the sleep", a.slept, a.between);
+		else
+			CHECK_MSG(a.slept == 0, "a look due: the frame that came at arm was not taken (slept %d)", a.slept);
+	}
+	sl_due = 1;
+	for (int i = 0; i < 50; i++) {        /* the sends' acks */
+		emp_progress(p.ep[0]);
+		emp_progress(p.ep[1]);
+		usleep(100);
+	}
+	p.ep[1]->ops = orig;
+	p.ep[1]->fw->ops = orig;
+	pair_close(&p);
+}
+
 static const struct emp_test tests[] = {
 	{ "libemp_syslook_post", t_syslook_post, 20 },
+	{ "libemp_syslook_wait", t_syslook_wait, 20 },
 	{ "libemp_wait_crowded", t_wait_crowded, 20 },
 	{ "libemp_yield_interval", t_yield_interval, 20 },
 	{ "libemp_loadavg_fd", t_loadavg_fd, 20 },
