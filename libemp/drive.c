@@ -134,6 +134,12 @@ static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contende
 		__atomic_store_n(&ep->deferred_bytes, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ep->deferred_t0, 0, __ATOMIC_RELAXED);
 		int n = poll_locked(ep, h, bulk, idx, 256, &k, &busy);
+		/* and when it ended: a stream's flush of a 128 KiB message (90
+		 * frames through the kernel, about 100 us on veth) made every write
+		 * look due again at its end (emp_progress_due), and the drive that
+		 * followed flushed the wire a second time per write for the acks
+		 * that came meanwhile, which the next write's post takes anyway */
+		__atomic_store_n(&ep->last_drive_ns, emp__now(ep), __ATOMIC_RELAXED);
 		__atomic_store_n(&ep->busy_hint, busy, __ATOMIC_RELAXED);
 		uint32_t mtu;
 		uint64_t mm = n ? emp__fw_mtu_mismatches(ep->fw, &mtu) : 0;

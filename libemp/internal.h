@@ -49,7 +49,7 @@ struct emp_endpoint {
 	int dev_watchers;                /* ... of them those whose sleep holds dev_fd (or gathers) */
 	int drivers;                     /* application threads inside a drive (drive.c) */
 	uint64_t last_exit_ns;           /* when a thread last left emp_wait_for */
-	uint64_t last_drive_ns;          /* when the engine was last driven */
+	uint64_t last_drive_ns;          /* when the engine was last driven (the poll's start and its end) */
 	unsigned exits;                  /* how many times threads left emp_wait_for */
 	unsigned drives;                 /* ... and looked at the device in a drive (saw_device, drive.c) */
 	int busy_hint;                   /* the last drive left work (tx budget, frames): drive again */

@@ -932,9 +932,73 @@ static void t_syslook_wait(void)
 	pair_close(&p);
 }
 
+/* emp_progress_due after a long drive: a stream's write posts a message whose
+ * flush through the kernel takes about 100 us on veth (90 frames); the
+ * write's (or the next write's) due drive then found the engine last driven
+ * over EMP__DUE_NS ago and drove again, a second flush per write for the acks
+ * that came meanwhile (the next post takes them). The drive's end counts as a
+ * drive: right after it nothing is due; EMP__DUE_NS later, with frames
+ * pending, it is. */
+static unsigned ld_looks;
+static int (*ld_tx)(void *, const struct emp_txframe *, unsigned);
+static int ld_slow_tx(void *priv, const struct emp_txframe *f, unsigned n)
+{
+	usleep(2 * EMP__DUE_NS / 1000);
+	return ld_tx(priv, f, n);
+}
+static int ld_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
+{
+	ld_looks++;
+	return emp__sim_ops.rx_burst(priv, f, max);
+}
+static int ld_pending(void *priv) { (void)priv; return 1; }
+
+static void t_due_after_long_drive(void)
+{
+	static struct emp_driver_ops ops;
+	struct pair p;
+	pair_open(&p, 0);                 /* no progress thread: only this thread drives */
+	char b[64], w[8] = "warm";
+	struct iovec di = { b, sizeof(b) }, wi = { w, sizeof(w) };
+	emp_req_t *r, *s;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 6, &di, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 6, &wi, 1, &s), 0);
+	CHECK(drive_both(&p, r, s));          /* the session is up */
+	const struct emp_driver_ops *orig = p.ep[0]->ops;
+	ops = *orig;
+	ld_tx = orig->tx_burst;
+	ops.tx_burst = ld_slow_tx;            /* every flush takes 2 x EMP__DUE_NS */
+	ops.rx_burst = ld_rx_burst;
+	ops.rx_pending = ld_pending;          /* frames always seem to wait */
+	p.ep[0]->ops = &ops;
+	p.ep[0]->fw->ops = &ops;
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 7, &di, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 7, &wi, 1, &s), 0);   /* its drive flushes: slow */
+	unsigned l0 = ld_looks;
+	CHECK(l0 > 0);
+	CHECK_EQ(emp_progress_due(p.ep[0]), 0);
+	CHECK_MSG(ld_looks == l0, "right after a long drive, a due drive looked %u times", ld_looks - l0);
+	usleep(2 * EMP__DUE_NS / 1000);
+	emp_progress_due(p.ep[0]);
+	CHECK_MSG(ld_looks > l0, "EMP__DUE_NS after the drive, with frames pending, no due drive");
+	p.ep[0]->ops = orig;
+	p.ep[0]->fw->ops = orig;
+	struct emp_status st;
+	CHECK(drive_both(&p, r, s));
+	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+	CHECK_EQ(st.result, 8);
+	for (int i = 0; i < 50; i++) {        /* the sends' acks */
+		emp_progress(p.ep[0]);
+		emp_progress(p.ep[1]);
+		usleep(100);
+	}
+	pair_close(&p);
+}
+
 static const struct emp_test tests[] = {
 	{ "libemp_syslook_post", t_syslook_post, 20 },
 	{ "libemp_syslook_wait", t_syslook_wait, 20 },
+	{ "libemp_due_after_long_drive", t_due_after_long_drive, 20 },
 	{ "libemp_wait_crowded", t_wait_crowded, 20 },
 	{ "libemp_yield_interval", t_yield_interval, 20 },
 	{ "libemp_loadavg_fd", t_loadavg_fd, 20 },
