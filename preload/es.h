@@ -450,6 +450,7 @@ int es__kernel_grace_end(struct es_sock *s, int64_t now);
 int es__wait(struct es_sock *s, int64_t deadline_ns);
 /* every caught signal's handler asks for SA_RESTART (sigrestart.c) */
 int es__sig_restarts(void);
+int es__sig_fault(int sig);   /* SIGSEGV and the like: sent by a fault of the thread that runs */
 extern __thread unsigned es__tl_caught __attribute__((tls_model("initial-exec")));   /* sigcatch.c */
 extern __thread unsigned es__tl_sig0 __attribute__((tls_model("initial-exec")));     /* at the blocking call's start */
 static inline void es__sig_begin(void) { es__tl_sig0 = es__tl_caught; }

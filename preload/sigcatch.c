@@ -77,7 +77,7 @@ static void tramp(int sig, siginfo_t *si, void *ctx)
 		a->sa_handler(sig);
 }
 
-static int fault_signal(int sig)
+int es__sig_fault(int sig)
 {
 	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP || sig == SIGSYS;
 }
@@ -112,7 +112,7 @@ static struct sigaction *record(const struct sigaction *act)
 
 static int catchable(int sig, const struct sigaction *act)
 {
-	if (!act || sig <= 0 || sig >= NSIG || fault_signal(sig) || (act->sa_flags & SA_RESTART))
+	if (!act || sig <= 0 || sig >= NSIG || es__sig_fault(sig) || (act->sa_flags & SA_RESTART))
 		return 0;
 	if (act->sa_flags & SA_SIGINFO)
 		return act->sa_sigaction != NULL;

@@ -13,13 +13,18 @@
  * signal with a handler ends the wait with EINTR (a stop, an ignored signal or
  * a fatal one never returns to the caller), so the scan runs on that path only.
  * Dispositions that cannot be read (the C library's own signals) count as
- * restarting: the C library installs them with SA_RESTART.
+ * restarting: the C library installs them with SA_RESTART. The synchronous
+ * fault signals (SIGSEGV, SIGBUS and the like) do not count: a fault comes
+ * to the thread that makes it, never to one asleep in the wait, and the
+ * handlers that crash reporters, sanitizers and Python's faulthandler put
+ * there lack SA_RESTART, which made every blocking EMP read of such a
+ * program end with EINTR at any signal (kernel TCP's went on).
  */
 int es__sig_restarts(void)
 {
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction sa;
-		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+		if (sig == SIGKILL || sig == SIGSTOP || es__sig_fault(sig) || sigaction(sig, NULL, &sa) < 0)
 			continue;
 		if (!(sa.sa_flags & SA_SIGINFO) && (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN))
 			continue;
