@@ -420,7 +420,10 @@ static int check_conf(const char *path)
 }
 
 /* LD_PRELOAD gets the shim ($EMP_SOCK_LIB, else ../lib/libempsock.so next
- * to this program) in front of what it held; 0, or -1 (said why) */
+ * to this program) in front of what it held; 0, or -1 (said why).
+ * $EMP_SOCK_LIB may be a list (a:b), each of which must be readable: the
+ * AddressSanitizer shim runs behind libasan, which must come first
+ * (EMP_SOCK_LIB=$(gcc -print-file-name=libasan.so):build/lib/libempsock-asan.so) */
 static int set_preload(void)
 {
 	char lib[PATH_MAX], self[PATH_MAX];
@@ -439,9 +442,15 @@ static int set_preload(void)
 		if (realpath(lib, r))
 			snprintf(lib, sizeof lib, "%s", r);
 	}
-	if (access(lib, R_OK) != 0) {
-		fprintf(stderr, "emp-run: %s: %s\n", lib, strerror(errno));
-		return -1;
+	for (const char *p = lib; *p;) {
+		size_t n = strcspn(p, ":");
+		char one[PATH_MAX];
+		snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), p);
+		if (access(one, R_OK) != 0) {
+			fprintf(stderr, "emp-run: %s: %s\n", one, strerror(errno));
+			return -1;
+		}
+		p += n + (p[n] == ':');
 	}
 	const char *old = getenv("LD_PRELOAD");
 	if (old && *old && !strstr(old, lib)) {
