@@ -509,21 +509,36 @@ static int drive_both(struct pair *p, emp_req_t *x, emp_req_t *y)
 	return 0;
 }
 
+/* a first message each way of the pair's session (hello done), so that
+ * the next one is a single data frame; its acks taken */
+static void pair_warm(struct pair *p)
+{
+	static char b[64], w[8] = "warm";
+	struct iovec di = { b, sizeof(b) }, wi = { w, sizeof(w) };
+	emp_req_t *r, *s;
+	struct emp_status st;
+	CHECK_EQ(emp_post_recv(p->ep[1], A(0), 6, &di, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p->ep[0], A(1), 6, &wi, 1, &s), 0);
+	CHECK(drive_both(p, r, s));
+	CHECK_EQ(emp_test(p->ep[1], r, &st), 1);
+	CHECK_EQ(emp_test(p->ep[0], s, &st), 1);
+	for (int i = 0; i < 20; i++) {        /* the ack: nothing held */
+		emp_progress(p->ep[0]);
+		emp_progress(p->ep[1]);
+		usleep(200);
+	}
+}
+
 static void t_wait_for_last_look(void)
 {
 	struct pair p;
 	pair_open(&p, 0);                 /* no progress thread: only this thread drives */
 	p.ep[1]->spin_ns = 0;             /* no spin: straight to arm, last look, sleep */
-	char b[64], w[8] = "warm";
-	struct iovec di = { b, sizeof(b) }, wi = { w, sizeof(w) };
-	emp_req_t *r, *s;
+	char b[64];
+	struct iovec di = { b, sizeof(b) };
+	emp_req_t *r;
 	struct emp_status st;
-	/* the session is up first (hello), so the message is one data frame */
-	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 6, &di, 1, &r), 0);
-	CHECK_EQ(emp_post_send(p.ep[0], A(1), 6, &wi, 1, &s), 0);
-	CHECK(drive_both(&p, r, s));
-	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
-	CHECK_EQ(emp_test(p.ep[0], s, &st), 1);
+	pair_warm(&p);                    /* the session is up first (hello), so the message is one data frame */
 	for (int mode = 0; mode < 2; mode++) {
 		CHECK_EQ(emp_post_recv(p.ep[1], A(0), 7, &di, 1, &r), 0);
 		struct lastlook a = { .p = &p, .r = r, .mode = mode };
@@ -888,18 +903,11 @@ static void t_syslook_wait(void)
 	ops.flags |= EMP_DRV_SYSLOOK;
 	ops.rx_pending = sl_pending;
 	ops.rx_burst = sl_rx_burst;
-	char b[64], w[8] = "warm";
-	struct iovec di = { b, sizeof(b) }, wi = { w, sizeof(w) };
-	emp_req_t *r, *s;
+	char b[64];
+	struct iovec di = { b, sizeof(b) };
+	emp_req_t *r;
 	struct emp_status st;
-	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 6, &di, 1, &r), 0);
-	CHECK_EQ(emp_post_send(p.ep[0], A(1), 6, &wi, 1, &s), 0);
-	CHECK(drive_both(&p, r, s));
-	for (int i = 0; i < 20; i++) {        /* the warm message's ack: nothing held */
-		emp_progress(p.ep[0]);
-		emp_progress(p.ep[1]);
-		usleep(200);
-	}
+	pair_warm(&p);
 	const struct emp_driver_ops *orig = p.ep[1]->ops;
 	p.ep[1]->ops = &ops;
 	p.ep[1]->fw->ops = &ops;              /* the engine looks through its own pointer */
@@ -961,9 +969,7 @@ static void t_due_after_long_drive(void)
 	char b[64], w[8] = "warm";
 	struct iovec di = { b, sizeof(b) }, wi = { w, sizeof(w) };
 	emp_req_t *r, *s;
-	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 6, &di, 1, &r), 0);
-	CHECK_EQ(emp_post_send(p.ep[0], A(1), 6, &wi, 1, &s), 0);
-	CHECK(drive_both(&p, r, s));          /* the session is up */
+	pair_warm(&p);                        /* the session is up */
 	const struct emp_driver_ops *orig = p.ep[0]->ops;
 	ops = *orig;
 	ld_tx = orig->tx_burst;
