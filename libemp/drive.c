@@ -22,7 +22,7 @@ static void wake_waiters(struct emp_endpoint *ep)
 __thread int emp__tl_dispatch;
 __thread int emp__tl_progress;
 
-static __thread int tl_skip_rx;   /* emp__drive_send: this drive leaves the device alone */
+static __thread int tl_skip_rx;   /* emp__drive_post: this drive leaves the device alone */
 
 /* Hand the completed requests to the hook, a batch at a time. Posts the hook
  * makes only queue: the drive loop around us takes them (no recursion). */
@@ -207,11 +207,6 @@ int emp__drive(struct emp_endpoint *ep)
 	return drive_ex(ep, -1, 0);
 }
 
-int emp__drive_post(struct emp_endpoint *ep)
-{
-	return drive_ex(ep, 1, 0);
-}
-
 /* A post's drive, and a wait's right after arming. On a device whose look
  * is a system call (EMP_DRV_SYSLOOK: udp, each look a recvmmsg) it leaves
  * the device alone when a look was made just now and found nothing left
@@ -222,7 +217,7 @@ int emp__drive_post(struct emp_endpoint *ep)
  * are taken at the next wait (the device fd is level-triggered: a sleep
  * ends at once while a frame waits), or by the next post once rx_pending
  * says a look is due. */
-int emp__drive_send(struct emp_endpoint *ep)
+int emp__drive_post(struct emp_endpoint *ep)
 {
 	if (!(ep->ops->flags & EMP_DRV_SYSLOOK) || !ep->ops->rx_pending || ep->ops->rx_pending(ep->dev))
 		return drive_ex(ep, 1, 0);

@@ -87,12 +87,13 @@ int emp__drive(struct emp_endpoint *ep);
 int emp__drive_try(struct emp_endpoint *ep);
 /* the endpoint's fixed memory in bytes (engine, descriptor tables, mailbox) */
 size_t emp__mem_bytes(const struct emp_endpoint *ep);
-/* the same from a thread that has just posted, or has just woken from a sleep
+/* the same from a thread that has just posted, or has just armed its sleep,
  * and may answer what it takes now (a held ack may wait for its reply; the
- * thread's next look before a sleep sends it if no reply came) */
+ * thread's next look before a sleep sends it if no reply came); on a device
+ * whose look is a system call, no look when one was just made (rx_pending) */
 int emp__drive_post(struct emp_endpoint *ep);
-int emp__drive_send(struct emp_endpoint *ep);
-/* the same; *contended set when another thread held the engine lock (its
+/* a thread just woken from a sleep (it looks at the device whatever the
+ * device); *contended set when another thread held the engine lock (its
  * holder takes the frames; the device fd stays readable until it has) */
 int emp__drive_post_busy(struct emp_endpoint *ep, int *contended);
 /* the same, waiting up to EMP__HOLDER_WAIT_NS for the engine lock rather

@@ -127,7 +127,7 @@ static void posted(struct emp_endpoint *ep, unsigned n, uint64_t bytes)
 		if (k < EMP__DEFER_MAX && b < EMP__DEFER_BYTES)
 			return;
 	}
-	emp__drive_send(ep);
+	emp__drive_post(ep);
 }
 
 int emp_start(emp_endpoint_t *ep, emp_req_t *d)

@@ -409,9 +409,9 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 		 * that reply may ride in the caller's next request, as after
 		 * a post. Only a thread that does sleep sends what waits. On a
 		 * device whose look is a system call, a look made just now is
-		 * not made again (emp__drive_send): its fd is level-triggered,
+		 * not made again (emp__drive_post): its fd is level-triggered,
 		 * so a frame that came since ends the sleep at once. */
-		emp__drive_send(ep);
+		emp__drive_post(ep);
 		int r = 0, fin = w->done(w->arg);
 		if (!fin && emp__fw_holding(ep->fw)) {
 			emp__drive_nap(ep);
