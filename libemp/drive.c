@@ -45,7 +45,7 @@ static void dispatch(struct emp_endpoint *ep, uint32_t *idx, int n)
 /* One engine poll under its lock: the completed descriptors' indices are
  * taken off the completion queue into idx (up to max; the rest stay for the
  * next turn), and the poll's completion count is returned. */
-static int poll_locked(struct emp_endpoint *ep, int hold, int bulk, uint32_t *idx, int max, int *nidx, int *busy)
+static int poll_locked(struct emp_endpoint *ep, uint64_t now, int hold, int bulk, uint32_t *idx, int max, int *nidx, int *busy)
 {
 	/* an event-loop thread (emp_defer) posts its replies at its next wait:
 	 * the acks of the requests it takes now wait for them (EMP__ROUND_ACK_NS
@@ -53,7 +53,7 @@ static int poll_locked(struct emp_endpoint *ep, int hold, int bulk, uint32_t *id
 	emp__fw_set_hold(ep->fw, hold, hold && emp__deferring(ep) ? EMP__ROUND_ACK_NS : 0);
 	emp__fw_set_bulk_hold(ep->fw, bulk);
 	emp__fw_skip_rx(ep->fw, tl_skip_rx);
-	int n = emp__fw_poll(ep->fw, emp__now(ep));
+	int n = emp__fw_poll(ep->fw, now);
 	if (!hold && !bulk)
 		emp__fw_flush(ep->fw);
 	int k = 0;
@@ -129,11 +129,12 @@ static int drive_core(struct emp_endpoint *ep, int hold, int sure, int *contende
 		 * (emp__tx_flush_or_hold) unless a thread is about to sleep */
 		int h = hold >= 0 ? hold : __atomic_load_n(&ep->spinners, __ATOMIC_RELAXED) > 0 || emp__deferring(ep);
 		int k, busy;
-		__atomic_store_n(&ep->last_drive_ns, emp__now(ep), __ATOMIC_RELAXED);
+		uint64_t t0 = emp__now(ep);   /* the drive's start: the poll's time too */
+		__atomic_store_n(&ep->last_drive_ns, t0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ep->deferred, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ep->deferred_bytes, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ep->deferred_t0, 0, __ATOMIC_RELAXED);
-		int n = poll_locked(ep, h, bulk, idx, 256, &k, &busy);
+		int n = poll_locked(ep, t0, h, bulk, idx, 256, &k, &busy);
 		/* and when it ended: a stream's flush of a 128 KiB message (90
 		 * frames through the kernel, about 100 us on veth) made every write
 		 * look due again at its end (emp_progress_due), and the drive that
