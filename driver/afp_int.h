@@ -35,6 +35,10 @@ enum {
 	AFP_RING,     /* the ring only (hfd handed back to the builder to close) */
 };
 
+#define AFP_LENT 2      /* skip[]: handed out and lent (rx_hold) */
+#define AFP_GIVEN 3     /* ... and given back before the tail's sweep reached it */
+#define AFP_BSLOTS 256
+
 struct afp {
 	int fd;                 /* receive: the filter, later the ring; the fd waiters poll */
 	int txfd;               /* send only: protocol 0, never polled, so freeing a sent
@@ -51,7 +55,14 @@ struct afp {
 	unsigned head;          /* next slot rx_burst looks at */
 	unsigned tail;          /* oldest slot not yet released */
 	unsigned held;          /* slots between tail and head */
-	uint8_t *skip;          /* slot consumed by rx_burst but not returned */
+	uint8_t *skip;          /* slot consumed by rx_burst but not handed out (1), or AFP_LENT, AFP_GIVEN */
+	/* lent slots (rx_hold): their owners, and in the order lent (a FIFO
+	 * whose front may have been given back already) */
+	uint32_t *owner;
+	unsigned *lq, lq_head, lq_n;
+	unsigned rslot_of[AFP_BSLOTS];   /* the ring slot of each frame of the last ring burst */
+	unsigned rslot_n;
+	int hold_ok;            /* the last burst's frames are the ring's, in bslot */
 	uint64_t truncated, oversize;
 	uint64_t kdrops;        /* the kernel's tp_drops of fd, summed (reading resets them) */
 	/* transmit ring (afp_txring.c), built off the critical path */

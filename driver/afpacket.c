@@ -118,13 +118,17 @@ static void afp_close(void *priv)
 	if (a->txfd >= 0)
 		close(a->txfd);
 	free(a->skip);
+	free(a->owner);
+	free(a->lq);
 	free(a);
 }
 
 static void release_slot(struct afp *a)
 {
-	__atomic_store_n(&slot(a, a->tail)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-	a->skip[a->tail] = 0;
+	if (a->skip[a->tail] != AFP_LENT) {     /* a lent slot goes back at rx_unhold */
+		__atomic_store_n(&slot(a, a->tail)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+		a->skip[a->tail] = 0;
+	}
 	a->tail = (a->tail + 1) % a->nframes;
 	a->held--;
 }
@@ -177,11 +181,15 @@ int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, 
 	uint8_t *ring = mmap(NULL, a->ring_len, PROT_READ | PROT_WRITE,
 			     MAP_SHARED | (populate ? MAP_POPULATE : 0), a->fd, 0);
 	uint8_t *skip = calloc(a->nframes, 1);
-	if (ring == MAP_FAILED || !skip) {
+	uint32_t *owner = calloc(a->nframes, sizeof(*owner));
+	unsigned *lq = calloc(a->nframes, sizeof(*lq));
+	if (ring == MAP_FAILED || !skip || !owner || !lq) {
 		rc = ring == MAP_FAILED ? -errno : -ENOMEM;
 		if (ring != MAP_FAILED)
 			munmap(ring, a->ring_len);
 		free(skip);
+		free(owner);
+		free(lq);
 		memset(&req, 0, sizeof(req));      /* frames must not go to a ring nobody reads */
 		(void)setsockopt(a->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req));
 		if (err)
@@ -189,6 +197,9 @@ int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, 
 		return rc;
 	}
 	a->skip = skip;
+	a->owner = owner;
+	a->lq = lq;
+	a->lq_head = a->lq_n = 0;
 	a->head = a->tail = a->held = 0;
 	a->ring = ring;
 	return 0;
@@ -328,7 +339,8 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 				break;
 			__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
 		}
-		while (recv(a->fd, a->skip, 1, MSG_DONTWAIT | MSG_TRUNC) >= 0)
+		char junk;
+		while (recv(a->fd, &junk, 1, MSG_DONTWAIT | MSG_TRUNC) >= 0)
 			;
 		a->mode = AFP_RING;
 		if (a->want_txring)
@@ -401,13 +413,14 @@ static int afp_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max)
 {
 	unsigned n = 0;
-	while (a->held && a->skip[a->tail])  /* skipped slots at the tail go back now */
+	while (a->held && a->skip[a->tail] == 1)  /* skipped slots at the tail go back now */
 		release_slot(a);
+	a->rslot_n = 0;
 	while (n < max && a->held < a->nframes) {
 		struct tpacket2_hdr *h = slot(a, a->head);
 		uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
-		if (!(st & TP_STATUS_USER))
-			break;
+		if (!(st & TP_STATUS_USER) || a->skip[a->head] == AFP_LENT)
+			break;                   /* a lent slot still holds the frame read a lap ago */
 		unsigned i = a->head;
 		a->head = (a->head + 1) % a->nframes;
 		a->held++;
@@ -420,6 +433,8 @@ int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max)
 		}
 		f[n].data = (const uint8_t *)h + h->tp_mac;
 		f[n].len = h->tp_snaplen;
+		if (n < AFP_BSLOTS)
+			a->rslot_of[a->rslot_n++] = i;
 		n++;
 	}
 	return (int)n;
@@ -439,7 +454,64 @@ static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
 {
 	struct afp *a = priv;
 	a->last_bulk = 0;
-	return a->bulk ? emp__afp_bulk_burst(a, f, max) : emp__afp_main_rx(a, f, max);
+	int n = a->bulk ? emp__afp_bulk_burst(a, f, max) : emp__afp_main_rx(a, f, max);
+	/* frames straight from the ring (not the bulk path's stash, nor the
+	 * pool before the ring) may be lent */
+	a->hold_ok = n > 0 && !a->bulk && a->last_ring;
+	return n;
+}
+
+/* Lending (firmware/lent.c): a lent slot stays TP_STATUS_USER when the
+ * burst is released; the tail passes it, and the head stops at it a lap
+ * later until it is given back. The oldest lent slot within a quarter of
+ * the ring ahead of the head is urgent. All under the engine lock. */
+static uint32_t afp_rx_hold(void *priv, unsigned i, uint32_t owner)
+{
+	struct afp *a = priv;
+	if (!a->hold_ok || i >= a->rslot_n || !owner || a->lq_n == a->nframes)
+		return 0;
+	unsigned s = a->rslot_of[i];
+	if (a->skip[s])
+		return 0;
+	a->skip[s] = AFP_LENT;
+	a->owner[s] = owner;
+	a->lq[(a->lq_head + a->lq_n++) % a->nframes] = s;
+	return s + 1;
+}
+
+static void afp_rx_unhold(void *priv, uint32_t tok)
+{
+	struct afp *a = priv;
+	unsigned s = tok - 1;
+	if (!tok || s >= a->nframes || a->skip[s] != AFP_LENT)
+		return;
+	a->owner[s] = 0;
+	int unswept = 0;                 /* handed out in the burst not yet released: the sweep's */
+	for (unsigned k = 0; k < a->held && !unswept; k++)
+		unswept = (a->tail + k) % a->nframes == s;
+	if (unswept) {
+		a->skip[s] = AFP_GIVEN;
+		return;
+	}
+	a->skip[s] = 0;
+	__atomic_store_n(&slot(a, s)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+}
+
+static uint32_t afp_rx_urgent(void *priv, uint32_t *owner)
+{
+	struct afp *a = priv;
+	while (a->lq_n && a->skip[a->lq[a->lq_head]] != AFP_LENT) {
+		a->lq_head = (a->lq_head + 1) % a->nframes;
+		a->lq_n--;
+	}
+	if (!a->lq_n)
+		return 0;
+	unsigned s = a->lq[a->lq_head];
+	unsigned ahead = (s + a->nframes - a->head) % a->nframes;
+	if (ahead >= a->nframes / 4)
+		return 0;
+	*owner = a->owner[s];
+	return s + 1;
 }
 
 /* frames the kernel dropped at our socket (its buffer, later its ring, was
@@ -468,9 +540,10 @@ static int main_pending(const struct afp *a)
 		       emp__afp_clock_ns(CLOCK_MONOTONIC) - __atomic_load_n(&a->last_look, __ATOMIC_RELAXED) >=
 			       __atomic_load_n(&a->look_ns, __ATOMIC_RELAXED);
 	}
-	unsigned head = __atomic_load_n(&a->head, __ATOMIC_RELAXED);
-	const struct tpacket2_hdr *h = slot((struct afp *)a, head % a->nframes);
-	return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
+	unsigned head = __atomic_load_n(&a->head, __ATOMIC_RELAXED) % a->nframes;
+	const struct tpacket2_hdr *h = slot((struct afp *)a, head);
+	return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0 &&
+	       __atomic_load_n(&a->skip[head], __ATOMIC_RELAXED) != AFP_LENT;   /* a hint */
 }
 
 static int afp_rx_pending(void *priv)
@@ -481,8 +554,8 @@ static int afp_rx_pending(void *priv)
 
 void emp__afp_ring_rx_release(struct afp *a, unsigned n)
 {
-	while (a->held && (n || a->skip[a->tail])) {
-		if (!a->skip[a->tail])
+	while (a->held && (n || a->skip[a->tail] == 1)) {
+		if (a->skip[a->tail] != 1)
 			n--;
 		release_slot(a);
 	}
@@ -555,6 +628,9 @@ const struct emp_driver_ops emp__afpacket_ops = {
 	.tx_burst = afp_tx_burst,
 	.rx_burst = afp_rx_burst,
 	.rx_release = afp_rx_release,
+	.rx_hold = afp_rx_hold,
+	.rx_unhold = afp_rx_unhold,
+	.rx_urgent = afp_rx_urgent,
 	.rx_pending = afp_rx_pending,
 	.rx_dropped = afp_rx_dropped,
 	.wait_fd = afp_wait_fd,

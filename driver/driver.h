@@ -66,6 +66,14 @@ struct emp_driver_ops {
 	/* up to max frames, valid until rx_release(); 0 when none */
 	int (*rx_burst)(void *priv, struct emp_rxframe *f, unsigned max);
 	void (*rx_release)(void *priv, unsigned n);
+	/* optional: frame i of the last rx_burst stays valid past rx_release,
+	 * until rx_unhold(token); owner (nonzero) is the caller's; 0 if it
+	 * cannot (returns a token, nonzero) */
+	uint32_t (*rx_hold)(void *priv, unsigned i, uint32_t owner);
+	void (*rx_unhold)(void *priv, uint32_t token);
+	/* a held frame the device needs back soon (its ring comes round to
+	 * it), with its owner; 0 none */
+	uint32_t (*rx_urgent)(void *priv, uint32_t *owner);
 	/* optional: nonzero if a frame may be waiting (a cheap, lock-free peek
 	 * for spinning callers; a wrong answer only costs one extra look) */
 	int (*rx_pending)(void *priv);

@@ -71,6 +71,9 @@ struct sim_port {
 	unsigned nheap;
 	uint32_t *out;          /* handed out, not released: FIFO ring */
 	unsigned out_head, out_n;
+	uint32_t *owner;        /* per slot: lent to (rx_hold), 0 not */
+	uint32_t *lq;           /* lent slots in the order lent (FIFO ring; may hold given-back ones) */
+	unsigned lq_head, lq_n;
 	uint64_t seq;
 	int efd;
 	int signaled;
@@ -272,6 +275,8 @@ static void port_free(struct sim_port *p)
 	free(p->freel);
 	free(p->heap);
 	free(p->out);
+	free(p->owner);
+	free(p->lq);
 	free(p);
 }
 
@@ -305,7 +310,9 @@ static int sim_open(const struct emp_dev_params *prm, void **priv)
 	p->freel = malloc(p->nslots * sizeof(*p->freel));
 	p->heap = malloc(p->nslots * sizeof(*p->heap));
 	p->out = malloc(p->nslots * sizeof(*p->out));
-	if (!p->pool || !p->len || !p->freel || !p->heap || !p->out)
+	p->owner = calloc(p->nslots, sizeof(*p->owner));
+	p->lq = malloc(p->nslots * sizeof(*p->lq));
+	if (!p->pool || !p->len || !p->freel || !p->heap || !p->out || !p->owner || !p->lq)
 		goto nomem;
 	for (unsigned i = 0; i < p->nslots; i++)
 		p->freel[i] = p->nslots - 1 - i;
@@ -513,11 +520,67 @@ static void sim_rx_release(void *priv, unsigned n)
 	if (n > p->out_n)
 		n = p->out_n;
 	for (unsigned i = 0; i < n; i++) {
-		p->freel[p->nfree++] = p->out[p->out_head];
+		uint32_t sl = p->out[p->out_head];
+		if (!p->owner[sl])           /* a lent slot stays out until rx_unhold */
+			p->freel[p->nfree++] = sl;
 		p->out_head = (p->out_head + 1) % p->nslots;
 	}
 	p->out_n -= n;
 	pthread_mutex_unlock(&p->w->mu);
+}
+
+/* Lending (firmware/lent.c): frame i of the last burst (not yet released)
+ * keeps its slot past rx_release; a quarter of the slots or fewer free
+ * makes the oldest lent one urgent. */
+static uint32_t sim_rx_hold(void *priv, unsigned i, uint32_t owner)
+{
+	struct sim_port *p = priv;
+	uint32_t tok = 0;
+	pthread_mutex_lock(&p->w->mu);
+	if (owner && i < p->out_n) {
+		uint32_t sl = p->out[(p->out_head + i) % p->nslots];
+		if (!p->owner[sl] && p->lq_n < p->nslots) {
+			p->owner[sl] = owner;
+			p->lq[(p->lq_head + p->lq_n++) % p->nslots] = sl;
+			tok = sl + 1;
+		}
+	}
+	pthread_mutex_unlock(&p->w->mu);
+	return tok;
+}
+
+static void sim_rx_unhold(void *priv, uint32_t tok)
+{
+	struct sim_port *p = priv;
+	uint32_t sl = tok - 1;
+	pthread_mutex_lock(&p->w->mu);
+	if (tok && sl < p->nslots && p->owner[sl]) {
+		p->owner[sl] = 0;
+		int out = 0;                 /* still in the burst: rx_release frees it */
+		for (unsigned k = 0; k < p->out_n && !out; k++)
+			out = p->out[(p->out_head + k) % p->nslots] == sl;
+		if (!out)
+			p->freel[p->nfree++] = sl;
+	}
+	pthread_mutex_unlock(&p->w->mu);
+}
+
+static uint32_t sim_rx_urgent(void *priv, uint32_t *owner)
+{
+	struct sim_port *p = priv;
+	uint32_t tok = 0;
+	pthread_mutex_lock(&p->w->mu);
+	while (p->lq_n && !p->owner[p->lq[p->lq_head]]) {
+		p->lq_head = (p->lq_head + 1) % p->nslots;
+		p->lq_n--;
+	}
+	if (p->lq_n && p->nfree <= p->nslots / 4) {
+		uint32_t sl = p->lq[p->lq_head];
+		*owner = p->owner[sl];
+		tok = sl + 1;
+	}
+	pthread_mutex_unlock(&p->w->mu);
+	return tok;
 }
 
 /* the next time a frame queued for this port becomes deliverable (an engine
@@ -556,6 +619,9 @@ const struct emp_driver_ops emp__sim_ops = {
 	.tx_burst = sim_tx_burst,
 	.rx_burst = sim_rx_burst,
 	.rx_release = sim_rx_release,
+	.rx_hold = sim_rx_hold,
+	.rx_unhold = sim_rx_unhold,
+	.rx_urgent = sim_rx_urgent,
 	.wait_fd = sim_wait_fd,
 	.next_event = sim_next_event,
 	.mac = sim_mac,

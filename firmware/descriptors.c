@@ -69,6 +69,7 @@ void emp__repost_recv(struct emp_fw *fw, int32_t r)
 	struct emp_desc *d = &fw->desc[r];
 	struct rec *x = &fw->rec[r];
 	struct dlist *l = recv_list(fw, d);
+	emp__lent_drop(fw, r);               /* the given-up message's frames */
 	x->kind = REC_RECV_POSTED;
 	x->tag = d->tag;
 	x->peer = NIL;
@@ -318,6 +319,9 @@ int emp__fw_recv_resg(struct emp_fw *fw, uint32_t idx, const struct emp_sg *sg, 
 	uint64_t len;
 	if (sg_total(sg, nsg, &len) < 0 || len != d->len)
 		return -EMP_EINVAL;
+	if (d->lent)
+		emp__lent_place(fw, (int32_t)idx);   /* what the device holds comes along */
+	d->lend_off = 1;                         /* and the rest lands in the new buffers */
 	if (x->kind == REC_RECV_ACTIVE)
 		sg_move(d->sg, d->nsg, sg, nsg, placed_end(fw, idx));
 	d->sg = sg;
@@ -341,5 +345,6 @@ int emp__fw_recv_unlend(struct emp_fw *fw, uint32_t idx, const struct emp_sg *ow
 	}
 	d->sg = own;
 	d->nsg = nown;
+	d->lend_off = 0;
 	return r;
 }

@@ -96,6 +96,7 @@ int emp__fw_init(struct emp_fw *fw, size_t memsize, const struct emp_fw_config *
 		memset(base, 0, l.bounce);     /* the bounce buffers (last) are scratch: left untouched */
 	fw->cfg = *c;
 	fw->ops = env->ops;
+	fw->rx_cur = -1;
 	fw->dev = env->dev;
 	fw->desc = env->desc;
 	fw->mb = env->mb;
@@ -195,6 +196,8 @@ void emp__complete(struct emp_fw *fw, int32_t r, int64_t result)
 		} else {
 			fw->ctr.recv_errors++;
 		}
+		if (result < 0)
+			emp__lent_drop(fw, r);
 	} else {
 		if (result >= 0) {
 			fw->ctr.msgs_sent++;
@@ -265,12 +268,17 @@ int emp__fw_poll(struct emp_fw *fw, uint64_t now)
 			drained = 1;
 			break;
 		}
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n; i++) {
+			fw->rx_cur = i;
 			emp__fw_frame(fw, rx[i].data, rx[i].len, now);
+		}
+		fw->rx_cur = -1;
 		fw->ops->rx_release(fw->dev, (unsigned)n);
 		drained = n < RXB_MAX;
 	}
 	fw->rx_more = !drained;          /* busy: call again at once */
+	if (fw->ops->rx_urgent)
+		emp__lent_urgent(fw);
 	if (fw->ops->rx_dropped && now - fw->dev_drops_at >= EMP_DEV_DROPS_NS)
 		device_drops(fw, now);
 	if (now >= fw->next_deadline)

@@ -38,6 +38,10 @@ enum emp_dop { EMP_OP_SEND = 1, EMP_OP_RECV = 2 };
 #define EMP_DESC_INLINE_SG 4
 struct emp_sg { void *base; uint64_t len; };
 
+/* A frame of a receive left in the device (lent.c): its payload, where
+ * the message's bytes [frame * frag, + len) are, until given back. */
+struct emp_lend { const uint8_t *p; uint32_t len; uint32_t tok; };
+
 struct emp_desc {
 	/* written by host before posting */
 	uint8_t  op;              /* EMP_OP_* */
@@ -52,6 +56,15 @@ struct emp_desc {
 	void *user;               /* host's own pointer, engine ignores */
 	uint64_t cap;             /* host only: the length given at init (emp_start_len) */
 	uint16_t nsg_own;         /* host only: nsg while the buffers are lent out (emp_recv_redirect) */
+	/* recv, written by host before posting: frames 1..nlend-1 of a message
+	 * may stay in the device, lend[f] saying where, instead of being copied
+	 * into sg (lent.c); the host reads them under the engine lock */
+	struct emp_lend *lend;
+	uint32_t nlend;
+	/* engine: frames lent now (only falls once the receive is done), the
+	 * message's bytes per frame, no lending while the buffers are redirected */
+	uint32_t lent, lend_frag;
+	uint8_t lend_off;
 	/* ownership: written by host (-> POSTED) and engine (-> DONE) */
 	uint32_t stat;
 	/* written by engine before stat = DONE */
@@ -156,6 +169,8 @@ struct emp_counters {
 	uint64_t rx_gathers;         /* waits that let a multi-frame message's frames gather (gather.c) */
 	uint64_t byes_sent;          /* BYEs sent at the endpoint's close, one per session (ours toward a peer, theirs toward us) */
 	uint64_t peers_departed;     /* BYEs taken: peers whose life ended (their slot free once unheld) */
+	uint64_t rx_lent;            /* frames of receives left in the device until read (lent.c) */
+	uint64_t lent_placed;        /* of them, copied into the receive's buffers after all (its ring came round, or a redirect) */
 	uint64_t rx_direct;          /* messages that arrived straight into a waiting reader's buffers (emp_recv_redirect) */
 	uint64_t rx_bulk;            /* frames the device read from its bulk path (afpacket: the bulk socket, afp_bulk.c) */
 	uint64_t bye_completed;      /* sends a closing peer's BYE said it had received (their final ack was lost) */
@@ -256,6 +271,13 @@ int emp__fw_recv_resg(struct emp_fw *fw, uint32_t idx, const struct emp_sg *sg, 
  * is arriving (what reached the lent buffers is copied over first), 0 if
  * none came. */
 int emp__fw_recv_unlend(struct emp_fw *fw, uint32_t idx, const struct emp_sg *own, uint16_t nown);
+/* Receive idx's message bytes [off, off + n) into dst, from its buffers and
+ * the frames it has in the device (lent.c); engine lock held */
+void emp__fw_lent_copy(struct emp_fw *fw, uint32_t idx, uint64_t off, uint8_t *dst, uint64_t n);
+/* its frames whose bytes all lie before upto go back to the device */
+void emp__fw_lent_return(struct emp_fw *fw, uint32_t idx, uint64_t upto);
+/* every frame still lent copied into its receive's buffers (the device closes) */
+void emp__fw_lent_place_all(struct emp_fw *fw);
 
 /* SipHash-2-4 with a 64-bit result (siphash.c): one-shot and incremental. */
 struct emp_sip { uint64_t v[4]; uint64_t total; uint8_t buf[8]; unsigned nbuf; };

@@ -169,6 +169,7 @@ struct emp_fw {
 	uint64_t next_fine;          /* earliest of the short timers only (delayed and held acks) */
 	uint64_t dev_drops_at, dev_drops_seen;   /* the device's drop count: last asked, last seen */
 	int pending_tx, rx_more, in_poll, completed, hold_ok, bulk_ok, skip_rx;
+	int rx_cur;                  /* the frame being taken: its index in the device's burst, -1 none (lent.c) */
 	uint64_t hold_ns;            /* a hold started now lasts this long (0: cfg.ack_hold_ns) */
 	uint64_t now;
 	/* tx batch */
@@ -342,5 +343,12 @@ int emp__auth_check(struct emp_fw *fw, const struct hdr *h, const uint8_t *f);
 /* limit.c: STALE and HELLO_ACK are sent unasked (a spoofed frame draws one): 1 if one may go to p now */
 int emp__reply_ok(struct emp_fw *fw, int32_t p, uint64_t now);
 int emp__reply_ok_anon(struct emp_fw *fw, uint16_t host, uint16_t ep, uint64_t now);
+
+void emp__place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint64_t len);   /* receive.c */
+/* lent.c */
+int emp__lent_take(struct emp_fw *fw, int32_t r, uint32_t frame, const uint8_t *payload, uint32_t len);
+void emp__lent_place(struct emp_fw *fw, int32_t r);
+void emp__lent_drop(struct emp_fw *fw, int32_t r);
+void emp__lent_urgent(struct emp_fw *fw);
 
 #endif

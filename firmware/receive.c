@@ -7,7 +7,7 @@ void emp__drop(struct emp_fw *fw, enum emp_drop_reason why)
 }
 
 /* Copy a frame's payload into the descriptor's buffers at off, clamped to the capacity. */
-static void place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint32_t len)
+void emp__place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint64_t len)
 {
 	unsigned s = 0;
 	while (s < d->nsg && off >= d->sg[s].len)
@@ -18,7 +18,7 @@ static void place(const struct emp_desc *d, uint64_t off, const uint8_t *src, ui
 			n = len;
 		memcpy((uint8_t *)d->sg[s].base + off, src, n);
 		src += n;
-		len -= (uint32_t)n;
+		len -= n;
 		off = 0;
 		s++;
 	}
@@ -248,8 +248,8 @@ static void rx_data(struct emp_fw *fw, const struct hdr *h, uint64_t now)
 		emp__drop(fw, EMP_DROP_WINDOW);
 		return;
 	}
-	if (off < x->cap)
-		place(&fw->desc[r], off, payload,
+	if (off < x->cap && !emp__lent_take(fw, r, frame, payload, plen))
+		emp__place(&fw->desc[r], off, payload,
 		      (uint32_t)(x->cap - off < plen ? x->cap - off : plen));
 	fw->ctr.rx_data++;
 	emp__recv_progress(fw, x, now);

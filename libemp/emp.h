@@ -128,6 +128,19 @@ int emp_recv_redirect(emp_endpoint_t *ep, emp_req_t *req, const struct iovec *io
  * there), 0 if none came or nothing was lent. */
 int emp_recv_restore(emp_endpoint_t *ep, emp_req_t *req);
 int emp_req_free(emp_endpoint_t *ep, emp_req_t *req);
+/* Frames 1..n-1 of a persistent receive's messages may stay in the device
+ * until read, one copy fewer (firmware/lent.c; the frames of a message
+ * beyond n are copied as before). Set while the request is not in flight;
+ * 0, -EBUSY, -EINVAL, -ENOMEM. */
+int emp_recv_lend(emp_endpoint_t *ep, emp_req_t *req, unsigned n);
+/* frames of the receive's message still in the device (0: its bytes are
+ * all in its buffers and may be read there without a lock) */
+unsigned emp_recv_lent(const emp_req_t *req);
+/* bytes [off, off + n) of a completed receive's message into dst, from its
+ * buffers and the device */
+void emp_recv_copy(emp_endpoint_t *ep, emp_req_t *req, uint64_t off, void *dst, size_t n);
+/* its frames whose bytes all lie before upto go back to the device */
+void emp_recv_return(emp_endpoint_t *ep, emp_req_t *req, uint64_t upto);
 void emp_req_set_user(emp_req_t *req, void *user);
 void *emp_req_user(emp_req_t *req);
 

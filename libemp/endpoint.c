@@ -381,12 +381,21 @@ void emp_close(emp_endpoint_t *ep)
 		pthread_mutex_unlock(&ep->eng_lock);
 		emp_goodbye(ep);
 	}
+	if (ep->dev && ep->fw && ep->fw_ready) {
+		/* frames still lent are copied into their receives' buffers:
+		 * the device's memory goes now, a receive may still be read */
+		pthread_mutex_lock(&ep->eng_lock);
+		emp__fw_lent_place_all(ep->fw);
+		pthread_mutex_unlock(&ep->eng_lock);
+	}
 	if (ep->dev)
 		ep->ops->close(ep->dev);
 	emp__epunlock(ep->eplock);        /* after the device: the id is free once nobody hears it */
 	if (ep->ext_sg)
 		for (uint32_t i = 0; i < ep->ndesc; i++)
 			free(ep->ext_sg[i]);
+	for (uint32_t i = 0; ep->desc && i < ep->ndesc; i++)
+		free(ep->desc[i].lend);        /* the device they pointed into is gone */
 	free(ep->ext_sg);
 	free(ep->desc);
 	free(ep->free_idx);

@@ -130,6 +130,13 @@ static void posted(struct emp_endpoint *ep, unsigned n, uint64_t bytes)
 	emp__drive_post(ep);
 }
 
+/* a receive posted again, or freed: its frames still lent go back */
+static void lent_reset(struct emp_endpoint *ep, emp_req_t *d)
+{
+	emp_recv_return(ep, d, UINT64_MAX);
+	d->lend_off = 0;
+}
+
 int emp_start(emp_endpoint_t *ep, emp_req_t *d)
 {
 	if (!valid_req(ep, d))
@@ -137,6 +144,7 @@ int emp_start(emp_endpoint_t *ep, emp_req_t *d)
 	uint32_t st = __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE);
 	if (st != EMP_DS_HOST)
 		return st == EMP_DS_POSTED ? -EBUSY : -EINVAL;
+	lent_reset(ep, d);
 	d->result = 0;
 	__atomic_store_n(&d->stat, EMP_DS_POSTED, __ATOMIC_RELEASE);
 	mb_push(ep, idx_of(ep, d));
@@ -177,6 +185,7 @@ int emp_start_many(emp_endpoint_t *ep, emp_req_t **reqs, int n)
 		emp_req_t *d = reqs[i];
 		if (!valid_req(ep, d) || __atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) != EMP_DS_HOST)
 			continue;
+		lent_reset(ep, d);
 		d->result = 0;
 		__atomic_store_n(&d->stat, EMP_DS_POSTED, __ATOMIC_RELEASE);
 		mb_push(ep, idx_of(ep, d));
@@ -232,6 +241,10 @@ int emp_req_free(emp_endpoint_t *ep, emp_req_t *d)
 		return -EBUSY;
 	if (st == EMP_DS_FREE)
 		return -EINVAL;
+	lent_reset(ep, d);
+	free(d->lend);
+	d->lend = NULL;
+	d->nlend = 0;
 	free_desc(ep, d);
 	return 0;
 }
@@ -379,4 +392,37 @@ int emp_recv_restore(emp_endpoint_t *ep, emp_req_t *d)
 	int r = emp__fw_recv_unlend(ep->fw, idx_of(ep, d), own, d->nsg_own);
 	pthread_mutex_unlock(&ep->eng_lock);
 	return r;
+}
+
+unsigned emp_recv_lent(const emp_req_t *d) { return __atomic_load_n(&d->lent, __ATOMIC_ACQUIRE); }
+
+int emp_recv_lend(emp_endpoint_t *ep, emp_req_t *d, unsigned n)
+{
+	if (!valid_req(ep, d) || d->op != EMP_OP_RECV || n > 0xffff)
+		return -EINVAL;
+	if (__atomic_load_n(&d->stat, __ATOMIC_ACQUIRE) == EMP_DS_POSTED || emp_recv_lent(d))
+		return -EBUSY;
+	struct emp_lend *t = n ? calloc(n, sizeof(*t)) : NULL;
+	if (n && !t)
+		return -ENOMEM;
+	free(d->lend);
+	d->lend = t;
+	d->nlend = n;
+	return 0;
+}
+
+void emp_recv_copy(emp_endpoint_t *ep, emp_req_t *d, uint64_t off, void *dst, size_t n)
+{
+	pthread_mutex_lock(&ep->eng_lock);
+	emp__fw_lent_copy(ep->fw, idx_of(ep, d), off, dst, n);
+	pthread_mutex_unlock(&ep->eng_lock);
+}
+
+void emp_recv_return(emp_endpoint_t *ep, emp_req_t *d, uint64_t upto)
+{
+	if (!emp_recv_lent(d))
+		return;
+	pthread_mutex_lock(&ep->eng_lock);
+	emp__fw_lent_return(ep->fw, idx_of(ep, d), upto);
+	pthread_mutex_unlock(&ep->eng_lock);
 }

@@ -80,7 +80,7 @@ static const struct { const char *name; size_t off, size; } fields[] = {
 	F(tx_frames), F(tx_bytes), F(rx_frames), F(rx_bytes), F(tx_data), F(rx_data), F(tx_acks),
 	F(rx_acks), F(tx_nacks), F(rx_nacks), F(retransmits), F(timeouts), F(fast_retransmits),
 	F(msgs_sent), F(msgs_received), F(bytes_sent), F(bytes_received), F(send_errors),
-	F(recv_errors), F(peer_restarts), F(hellos), F(stale_sent), F(probes_sent), F(posts_refused), F(cq_overflow), F(piggy_acks), F(spurious_rtx), F(fc_stalls), F(recv_expired), F(cancelled), F(replies_limited), F(mtu_mismatch), F(peers_reclaimed), F(acks_merged), F(rx_gathers), F(byes_sent), F(peers_departed), F(rx_direct), F(rx_bulk), F(bye_completed),
+	F(recv_errors), F(peer_restarts), F(hellos), F(stale_sent), F(probes_sent), F(posts_refused), F(cq_overflow), F(piggy_acks), F(spurious_rtx), F(fc_stalls), F(recv_expired), F(cancelled), F(replies_limited), F(mtu_mismatch), F(peers_reclaimed), F(acks_merged), F(rx_gathers), F(byes_sent), F(peers_departed), F(rx_direct), F(rx_lent), F(lent_placed), F(rx_bulk), F(bye_completed),
 	F(last_mismatch_mtu), F(drops_total),
 };
 #undef F

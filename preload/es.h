@@ -87,6 +87,7 @@ struct es_global {
 	int neg_known_ms;                /* client's bound toward a server known to speak EMP */
 	int min_backlog;                 /* listen(): the kernel's accept queue holds at least this many (sock.c) */
 	unsigned nbufs, bufsz;           /* receive buffers per connection, payload bytes each */
+	unsigned lend;                   /* EMP_LEND: a message's frames read out of the device's ring (firmware/lent.c) */
 	int debug;
 	emp_endpoint_t *ep;              /* opened on first EMP connection */
 	int ep_failed;

@@ -117,6 +117,7 @@ int es__conf(void)
 		es__g.min_backlog = env_u("EMP_LISTEN_MIN_BACKLOG", 1024, 0, 65535);
 		es__g.nbufs = env_u("EMP_SOCK_BUFS", 32, 2, 256);
 		es__g.bufsz = env_u("EMP_SOCK_BUFSZ", 131072, 1024, 1u << 20);
+		es__g.lend = env_u("EMP_LEND", 1, 0, 1);
 		emp_conf_defaults(&es__g.conf);
 		int r = emp_conf_load(&es__g.conf, NULL, err, sizeof err);
 		if (r < 0) {

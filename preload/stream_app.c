@@ -73,7 +73,9 @@ static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t 
 			k = avail;
 		if (k > want - n)
 			k = want - n;
-		if (!discard)
+		if (!discard && emp_recv_lent(c->rreq[i]))   /* frames still in the device's ring */
+			emp_recv_copy(c->ep, c->rreq[i], ES_HDR + off, (char *)iov[vi].iov_base + vo, k);
+		else if (!discard)
 			memcpy((char *)iov[vi].iov_base + vo, rslot(c, q) + ES_HDR + off, k);
 		n += k; vo += k; off += (uint32_t)k;
 		if (vo == iov[vi].iov_len) {
@@ -85,10 +87,12 @@ static size_t copy_out(struct es_conn *c, struct iovec *iov, int iovcnt, size_t 
 		while (c->rx_read < q)
 			es__retire_head(c);
 		if (q < c->rx_done) {
-			if (off == c->rlen[q % c->rx_slots])
+			if (off == c->rlen[q % c->rx_slots]) {
 				es__retire_head(c);
-			else
+			} else {
 				c->roff[q % c->rx_slots] = off;
+				emp_recv_return(c->ep, c->rreq[q % c->rx_slots], ES_HDR + off);   /* the frames read */
+			}
 		}
 		c->rbytes -= n;
 	}

@@ -309,10 +309,50 @@ static void t_reply_rate(void)
 	h_free(&h);
 }
 
+/* A receive that lends its message's frames (firmware/lent.c) gives up a
+ * message with frames lent: they go back with it, and the next message's
+ * bytes are read, not the dead one's. */
+static void t_lent_given_up(void)
+{
+	struct emp_fw_config fwc;
+	emp__fw_config_defaults(&fwc);
+	fwc.recv_idle_ns = 100 * MS;
+	struct harness h;
+	h_init(&h, 2, NULL, &fwc);
+	struct scr s;
+	scr_init(&s, &h);
+	static uint8_t rb[16384], out[5000];
+	struct iovec v = { rb, sizeof(rb) };
+	emp_req_t *r;
+	struct emp_status st;
+	CHECK_EQ(emp_recv_init(h.ep[1], h_addr(0), 1, &v, 1, &r), 0);
+	CHECK_EQ(emp_recv_lend(h.ep[1], r, 16), 0);
+	CHECK_EQ(emp_start(h.ep[1], r), 0);
+	for (uint32_t k = 0; k < 3; k++)      /* 3 of 4 frames, then the sender stops */
+		scr_data(&s, 3, 1, 5000, 43, k);
+	scr_run(&s, 1 * MS);
+	CHECK_EQ(h_ctr(&h, 1).rx_lent, 2);
+	CHECK_EQ(emp_recv_lent(r), 2u);
+	scr_run(&s, 101 * MS);
+	CHECK_EQ(h_ctr(&h, 1).recv_expired, 1);
+	CHECK_MSG(emp_recv_lent(r) == 0, "the given-up message keeps %u frames lent", emp_recv_lent(r));
+	for (uint32_t k = 0; k < 4; k++)
+		scr_data(&s, 4, 1, 5000, 44, k);
+	scr_run(&s, 1 * MS);
+	CHECK_EQ(emp_test(h.ep[1], r, &st), 1);
+	CHECK_EQ(st.result, 5000);
+	CHECK_EQ(emp_recv_lent(r), 3u);
+	emp_recv_copy(h.ep[1], r, 0, out, sizeof(out));
+	CHECK_MSG(h_check(out, sizeof(out), 44), "the message read is not the one that completed");
+	CHECK_EQ(emp_req_free(h.ep[1], r), 0);
+	h_free(&h);
+}
+
 static const struct emp_test tests[] = {
 	{ "harden_dst_mac", t_dst_mac, 20 },
 	{ "harden_forged_credits", t_forged_credits, 30 },
 	{ "harden_partial_timeout", t_partial_timeout, 30 },
+	{ "harden_lent_given_up", t_lent_given_up, 30 },
 	{ "harden_reply_rate", t_reply_rate, 30 },
 };
 const struct emp_test_suite emp_suite_harden = { "harden", tests, sizeof(tests) / sizeof(tests[0]) };

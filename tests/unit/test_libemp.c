@@ -24,9 +24,9 @@ struct pair {
 
 static uint64_t rclock(void *arg) { return emp_now_ns(); }
 
-static void pair_open(struct pair *p, int progress_thread)
+static void pair_open_q(struct pair *p, int progress_thread, unsigned queue_frames)
 {
-	struct emp_sim_faults f = { .seed = 3, .delay_ns = 2000 };
+	struct emp_sim_faults f = { .seed = 3, .delay_ns = 2000, .queue_frames = queue_frames };
 	memset(p, 0, sizeof(*p));
 	CHECK(emp_sim_wire_create(&p->wire, &f, rclock, NULL) == 0);
 	emp_conf_defaults(&p->conf);
@@ -46,6 +46,8 @@ static void pair_open(struct pair *p, int progress_thread)
 		CHECK_MSG(rc == 0, "emp_open: %d %s", rc, emp_last_error());
 	}
 }
+
+static void pair_open(struct pair *p, int progress_thread) { pair_open_q(p, progress_thread, 0); }
 
 static void pair_close(struct pair *p)
 {
@@ -996,10 +998,140 @@ static void t_due_after_long_drive(void)
 	pair_close(&p);
 }
 
+
+/* ---- frames left in the device until read (firmware/lent.c) ---- */
+
+#define LENT_MSG 100000
+
+static void lent_fill(uint8_t *b, size_t n, unsigned seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+		b[i] = (uint8_t)x;
+	}
+}
+
+/* a persistent receive that lends, started */
+static emp_req_t *lent_recv(struct pair *p, uint8_t *buf, size_t len, uint32_t tag)
+{
+	emp_req_t *r;
+	struct iovec v = { buf, len };
+	CHECK_EQ(emp_recv_init(p->ep[1], A(0), tag, &v, 1, &r), 0);
+	CHECK_EQ(emp_recv_lend(p->ep[1], r, (unsigned)(len / 1024 + 2)), 0);
+	CHECK_EQ(emp_start(p->ep[1], r), 0);
+	return r;
+}
+
+static struct emp_counters lent_ctr(emp_endpoint_t *ep)
+{
+	struct emp_counters c;
+	CHECK_EQ(emp_get_counters(ep, &c), 0);
+	return c;
+}
+
+/* A message's frames after the first stay in the device: its buffer does
+ * not get their bytes, the reader copies them out in pieces of any size,
+ * and every frame goes back (80 messages through one receive on a queue of
+ * 4096 frames: a frame kept would run it out, and the message would not
+ * complete). */
+static void t_lent_read(void)
+{
+	struct pair p;
+	pair_open(&p, 0);
+	pair_warm(&p);
+	static uint8_t src[LENT_MSG], buf[LENT_MSG], out[LENT_MSG];
+	emp_req_t *r = NULL, *s;
+	struct emp_status st;
+	struct iovec sv = { src, sizeof(src) };
+	for (unsigned m = 0; m < 80; m++) {
+		lent_fill(src, sizeof(src), m + 1);
+		memset(buf, 0, sizeof(buf));
+		memset(out, 0xee, sizeof(out));
+		if (!r)
+			r = lent_recv(&p, buf, sizeof(buf), 7);
+		else
+			CHECK_EQ(emp_start(p.ep[1], r), 0);   /* what is still lent goes back here (odd m) */
+		CHECK_EQ(emp_post_send(p.ep[0], A(1), 7, &sv, 1, &s), 0);
+		CHECK_MSG(drive_both(&p, r, s), "message %u did not complete", m);
+		CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+		CHECK_EQ(st.result, LENT_MSG);
+		emp_test(p.ep[0], s, &st);
+		unsigned lent = emp_recv_lent(r);
+		CHECK_MSG(lent >= LENT_MSG / 1500 - 2, "message %u: %u frames lent", m, lent);
+		CHECK_MSG(buf[3000] == 0 && buf[LENT_MSG / 2] == 0 && buf[LENT_MSG - 1] == 0,
+			  "message %u: a lent frame's bytes were copied into the buffer", m);
+		CHECK_MSG(memcmp(buf, src, 1000) == 0, "message %u: the first frame is copied", m);
+		size_t cut[] = { 0, 777, 1460, 50001, LENT_MSG - 3, LENT_MSG };
+		for (int k = 0; k + 1 < 6; k++) {
+			emp_recv_copy(p.ep[1], r, cut[k], out + cut[k], cut[k + 1] - cut[k]);
+			if (!(m & 1))
+				emp_recv_return(p.ep[1], r, cut[k + 1]);
+		}
+		CHECK_MSG(memcmp(out, src, sizeof(src)) == 0, "message %u: bytes read differ", m);
+		if (!(m & 1))
+			CHECK_EQ(emp_recv_lent(r), 0u);
+		else
+			CHECK_EQ(emp_recv_lent(r), lent);
+	}
+	struct emp_counters c = lent_ctr(p.ep[1]);
+	CHECK_MSG(c.rx_lent >= 80 * (LENT_MSG / 1500 - 2) && c.lent_placed == 0, "lent %llu placed %llu",
+		  (unsigned long long)c.rx_lent, (unsigned long long)c.lent_placed);
+	emp_req_free(p.ep[1], r);
+	pair_close(&p);
+}
+
+/* Nobody reads: once the device is short of room (a quarter of its 256
+ * frames), the oldest receive's frames are copied into its buffer and go
+ * back; every message completes and reads back whole. Receives freed with
+ * frames lent give them back too (4 more messages, none placed). */
+static void t_lent_urgent(void)
+{
+	struct pair p;
+	pair_open_q(&p, 0, 256);
+	pair_warm(&p);
+	enum { N = 4 };
+	static uint8_t src[N][LENT_MSG], buf[N][LENT_MSG], out[LENT_MSG];
+	emp_req_t *r[N], *s[N];
+	struct emp_status st;
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++) {
+			lent_fill(src[i], LENT_MSG, (unsigned)(round * N + i + 100));
+			memset(buf[i], 0, LENT_MSG);
+			r[i] = lent_recv(&p, buf[i], LENT_MSG, (uint32_t)(20 + i));
+		}
+		uint64_t placed0 = lent_ctr(p.ep[1]).lent_placed;
+		for (int i = 0; i < N; i++) {
+			struct iovec sv = { src[i], LENT_MSG };
+			CHECK_EQ(emp_post_send(p.ep[0], A(1), (uint32_t)(20 + i), &sv, 1, &s[i]), 0);
+			CHECK_MSG(drive_both(&p, r[i], s[i]), "round %d message %d did not complete", round, i);
+		}
+		uint64_t placed = lent_ctr(p.ep[1]).lent_placed - placed0;
+		if (round == 0)
+			CHECK_MSG(placed >= LENT_MSG / 1500 - 2 && emp_recv_lent(r[0]) == 0 && buf[0][3000] == src[0][3000],
+				  "the first receive's frames placed: %llu, %u still lent",
+				  (unsigned long long)placed, emp_recv_lent(r[0]));
+		for (int i = 0; i < N; i++) {
+			CHECK_EQ(emp_test(p.ep[1], r[i], &st), 1);
+			CHECK_EQ(st.result, LENT_MSG);
+			emp_test(p.ep[0], s[i], &st);
+			memset(out, 0, sizeof(out));
+			emp_recv_copy(p.ep[1], r[i], 0, out, LENT_MSG);
+			CHECK_MSG(memcmp(out, src[i], LENT_MSG) == 0, "round %d message %d differs", round, i);
+		}
+		CHECK_MSG(emp_recv_lent(r[N - 1]) > 0, "the last receive kept its frames");
+		for (int i = 0; i < N; i++)
+			CHECK_EQ(emp_req_free(p.ep[1], r[i]), 0);       /* lent frames go back */
+	}
+	pair_close(&p);
+}
+
 static const struct emp_test tests[] = {
 	{ "libemp_syslook_post", t_syslook_post, 20 },
 	{ "libemp_syslook_wait", t_syslook_wait, 20 },
 	{ "libemp_due_after_long_drive", t_due_after_long_drive, 20 },
+	{ "libemp_lent_read", t_lent_read, 30 },
+	{ "libemp_lent_urgent", t_lent_urgent, 30 },
 	{ "libemp_wait_crowded", t_wait_crowded, 20 },
 	{ "libemp_yield_interval", t_yield_interval, 20 },
 	{ "libemp_loadavg_fd", t_loadavg_fd, 20 },

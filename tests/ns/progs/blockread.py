@@ -4,8 +4,11 @@
                                  blocking recv_into calls of sizes 128K, 3000,
                                  64K, 2048, 100000 in turn; print "got BYTES
                                  SHA256", then wait to be killed
-  blockread.py serve-epoll PORT  the same, non-blocking, sleeping in
-                                 epoll_wait before each read that finds nothing
+  blockread.py serve-epoll PORT [PAUSE_MS]
+                                 the same, non-blocking, sleeping in
+                                 epoll_wait before each read that finds nothing;
+                                 with PAUSE_MS, asleep that long (reading
+                                 nothing) after every 2 MB
   blockread.py send HOST PORT N  send N bytes of a seeded pattern in writes of
                                  1..300000 bytes; print "sent BYTES SHA256"
 """
@@ -28,7 +31,12 @@ def main():
         buf = memoryview(bytearray(131072))
         sizes = [131072, 3000, 65536, 2048, 100000]
         h, n, i = hashlib.sha256(), 0, 0
+        pause = int(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0
+        next_pause = 2000000
         while True:
+            if pause and n >= next_pause:
+                time.sleep(pause)
+                next_pause += 2000000
             try:
                 k = c.recv_into(buf[:sizes[i % len(sizes)]])
             except BlockingIOError:
