@@ -25,7 +25,8 @@ int emp__lent_take(struct emp_fw *fw, int32_t r, uint32_t frame, const uint8_t *
 {
 	struct emp_desc *d = &fw->desc[r];
 	const struct rec *x = &fw->rec[r];
-	if (!d->lend || d->lend_off || frame == 0 || frame >= d->nlend || fw->rx_cur < 0 || !fw->ops->rx_hold ||
+	if (!d->lend || d->lend_off || frame == 0 || frame >= d->nlend || x->nframes < EMP_LEND_MIN_FRAMES ||
+	    fw->rx_cur < 0 || !fw->ops->rx_hold ||
 	    (uint64_t)frame * x->frag + len > x->cap || d->lend[frame].tok)
 		return 0;
 	uint32_t tok = fw->ops->rx_hold(fw->dev, (unsigned)fw->rx_cur, (uint32_t)r + 1);

@@ -6,15 +6,16 @@ cluster_up
 PY=/usr/bin/python3
 PROG=$ROOT/tests/ns/progs/blockread.py
 BYTES=40000000
-counters() {   # pid: rx_lent lent_placed bytes_received, once the bytes are counted
+counters() {   # pid: device drops, rx_lent, lent_placed, bytes_received, once the bytes are counted
 	local c
 	for i in $(seq 30); do
 		on 2 "$BIN/empstat" --json > "$T/stat.json"
 		c=$(python3 -c "
 import json
 d = json.load(open('$T/stat.json'))
-e = [x for x in d['endpoints'] if x['pid'] == $1][0]['counters']
-print(e.get('rx_lent', 0), e.get('lent_placed', 0), e.get('bytes_received', 0))")
+x = [x for x in d['endpoints'] if x['pid'] == $1][0]
+e = x['counters']
+print(x['drops'].get('device', 0), e.get('rx_lent', 0), e.get('lent_placed', 0), e.get('bytes_received', 0))")
 		[ "${c##* }" -ge $BYTES ] && break
 		sleep 0.1
 	done
@@ -30,8 +31,8 @@ run() {   # port, label, env for the reader, pause ms
 	sent=$(awk '/^sent/ { print $2, $3 }' "$T/client$1.log")
 	got=$(awk '/^got/ { print $2, $3 }' "$T/server$1.log")
 	expect "$2: 40 MB intact (SHA-256)" [ -n "$sent" -a "$sent" = "$got" ]
-	read -r lent placed bytes < <(counters $spid)
-	echo "$2: frames lent $lent, placed $placed, bytes $bytes"
+	read -r ddrops lent placed bytes < <(counters $spid)
+	echo "$2: frames lent $lent, placed $placed, bytes $bytes, dropped by the device (its ring full) $ddrops"
 	at_least "$2: bytes the reader's engine received (EMP carried the stream)" "$bytes" $BYTES
 }
 run 7410 "EMP_LEND=0" "EMP_LEND=0" ""

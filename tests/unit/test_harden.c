@@ -321,27 +321,29 @@ static void t_lent_given_up(void)
 	h_init(&h, 2, NULL, &fwc);
 	struct scr s;
 	scr_init(&s, &h);
-	static uint8_t rb[16384], out[5000];
+	enum { LEN = 40000 };   /* frames enough to be lent (EMP_LEND_MIN_FRAMES) */
+	static uint8_t rb[LEN + 1024], out[LEN];
 	struct iovec v = { rb, sizeof(rb) };
 	emp_req_t *r;
 	struct emp_status st;
 	CHECK_EQ(emp_recv_init(h.ep[1], h_addr(0), 1, &v, 1, &r), 0);
-	CHECK_EQ(emp_recv_lend(h.ep[1], r, 16), 0);
+	CHECK_EQ(emp_recv_lend(h.ep[1], r, 64), 0);
 	CHECK_EQ(emp_start(h.ep[1], r), 0);
-	for (uint32_t k = 0; k < 3; k++)      /* 3 of 4 frames, then the sender stops */
-		scr_data(&s, 3, 1, 5000, 43, k);
+	uint32_t nf = (LEN + FRAG - 1) / FRAG;
+	for (uint32_t k = 0; k < 10; k++)     /* 10 frames, then the sender stops */
+		scr_data(&s, 3, 1, LEN, 43, k);
 	scr_run(&s, 1 * MS);
-	CHECK_EQ(h_ctr(&h, 1).rx_lent, 2);
-	CHECK_EQ(emp_recv_lent(r), 2u);
+	CHECK_EQ(h_ctr(&h, 1).rx_lent, 9);
+	CHECK_EQ(emp_recv_lent(r), 9u);
 	scr_run(&s, 101 * MS);
 	CHECK_EQ(h_ctr(&h, 1).recv_expired, 1);
 	CHECK_MSG(emp_recv_lent(r) == 0, "the given-up message keeps %u frames lent", emp_recv_lent(r));
-	for (uint32_t k = 0; k < 4; k++)
-		scr_data(&s, 4, 1, 5000, 44, k);
+	for (uint32_t k = 0; k < nf; k++)
+		scr_data(&s, 4, 1, LEN, 44, k);
 	scr_run(&s, 1 * MS);
 	CHECK_EQ(emp_test(h.ep[1], r, &st), 1);
-	CHECK_EQ(st.result, 5000);
-	CHECK_EQ(emp_recv_lent(r), 3u);
+	CHECK_EQ(st.result, LEN);
+	CHECK_EQ(emp_recv_lent(r), nf - 1);
 	emp_recv_copy(h.ep[1], r, 0, out, sizeof(out));
 	CHECK_MSG(h_check(out, sizeof(out), 44), "the message read is not the one that completed");
 	CHECK_EQ(emp_req_free(h.ep[1], r), 0);

@@ -1074,6 +1074,16 @@ static void t_lent_read(void)
 		else
 			CHECK_EQ(emp_recv_lent(r), lent);
 	}
+	/* a message of fewer frames (EMP_LEND_MIN_FRAMES) is copied whole */
+	struct iovec sv2 = { src, 10000 };
+	CHECK_EQ(emp_start(p.ep[1], r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 7, &sv2, 1, &s), 0);
+	CHECK(drive_both(&p, r, s));
+	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+	CHECK_EQ(st.result, 10000);
+	CHECK_EQ(emp_recv_lent(r), 0u);
+	CHECK(memcmp(buf, src, 10000) == 0);
+	emp_test(p.ep[0], s, &st);
 	struct emp_counters c = lent_ctr(p.ep[1]);
 	CHECK_MSG(c.rx_lent >= 80 * (LENT_MSG / 1500 - 2) && c.lent_placed == 0, "lent %llu placed %llu",
 		  (unsigned long long)c.rx_lent, (unsigned long long)c.lent_placed);
