@@ -344,7 +344,8 @@ int emp__auth_check(struct emp_fw *fw, const struct hdr *h, const uint8_t *f);
 int emp__reply_ok(struct emp_fw *fw, int32_t p, uint64_t now);
 int emp__reply_ok_anon(struct emp_fw *fw, uint16_t host, uint16_t ep, uint64_t now);
 
-void emp__place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint64_t len);   /* receive.c */
+void emp__sg_copy(const struct emp_desc *d, uint64_t off, uint8_t *p, uint64_t len, int out);   /* receive.c */
+void emp__place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint64_t len);
 /* lent.c */
 int emp__lent_take(struct emp_fw *fw, int32_t r, uint32_t frame, const uint8_t *payload, uint32_t len);
 void emp__lent_place(struct emp_fw *fw, int32_t r);

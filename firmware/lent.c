@@ -96,22 +96,7 @@ void emp__fw_lent_copy(struct emp_fw *fw, uint32_t idx, uint64_t off, uint8_t *d
 			k = frag ? frag - in : n;    /* up to the next frame that may be lent */
 			if (k > n)
 				k = n;
-			uint64_t o = off;
-			unsigned s = 0;
-			uint64_t left = k;
-			uint8_t *w = dst;
-			while (s < d->nsg && o >= d->sg[s].len)
-				o -= d->sg[s++].len;
-			while (left && s < d->nsg) {
-				uint64_t c = d->sg[s].len - o;
-				if (c > left)
-					c = left;
-				memcpy(w, (const uint8_t *)d->sg[s].base + o, c);
-				w += c;
-				left -= c;
-				o = 0;
-				s++;
-			}
+			emp__sg_copy(d, off, dst, k, 1);
 		}
 		dst += k;
 		off += k;

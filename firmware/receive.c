@@ -6,8 +6,9 @@ void emp__drop(struct emp_fw *fw, enum emp_drop_reason why)
 	fw->ctr.drops[why]++;
 }
 
-/* Copy a frame's payload into the descriptor's buffers at off, clamped to the capacity. */
-void emp__place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint64_t len)
+/* Copy len bytes between p and the descriptor's buffers at off (into them,
+ * or out of them with out set), clamped to the capacity. */
+void emp__sg_copy(const struct emp_desc *d, uint64_t off, uint8_t *p, uint64_t len, int out)
 {
 	unsigned s = 0;
 	while (s < d->nsg && off >= d->sg[s].len)
@@ -16,12 +17,19 @@ void emp__place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint
 		uint64_t n = d->sg[s].len - off;
 		if (n > len)
 			n = len;
-		memcpy((uint8_t *)d->sg[s].base + off, src, n);
-		src += n;
+		uint8_t *b = (uint8_t *)d->sg[s].base + off;
+		memcpy(out ? p : b, out ? b : p, n);
+		p += n;
 		len -= n;
 		off = 0;
 		s++;
 	}
+}
+
+/* a frame's payload into the descriptor's buffers at off */
+void emp__place(const struct emp_desc *d, uint64_t off, const uint8_t *src, uint64_t len)
+{
+	emp__sg_copy(d, off, (uint8_t *)(uintptr_t)src, len, 0);
 }
 
 /* Rate-limited notice to a sender: "message msg_id is stuck here" (flags say

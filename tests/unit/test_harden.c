@@ -186,15 +186,21 @@ static void t_forged_credits(void)
  * and takes the next message, which arrives intact; later frames of the
  * dead message are dropped without an ack. A message of one-byte frames is
  * refused outright. */
-static void t_partial_timeout(void)
+/* two hosts whose receives give a message up after 100 ms without a frame */
+static void idle_pair(struct harness *h, struct scr *s)
 {
 	struct emp_fw_config fwc;
 	emp__fw_config_defaults(&fwc);
 	fwc.recv_idle_ns = 100 * MS;
+	h_init(h, 2, NULL, &fwc);
+	scr_init(s, h);
+}
+
+static void t_partial_timeout(void)
+{
 	struct harness h;
-	h_init(&h, 2, NULL, &fwc);
 	struct scr s;
-	scr_init(&s, &h);
+	idle_pair(&h, &s);
 	enum { CAP = 128 << 10 };
 	static uint8_t rb[CAP + 1];
 	memset(rb, 0xa5, sizeof(rb));
@@ -314,13 +320,9 @@ static void t_reply_rate(void)
  * bytes are read, not the dead one's. */
 static void t_lent_given_up(void)
 {
-	struct emp_fw_config fwc;
-	emp__fw_config_defaults(&fwc);
-	fwc.recv_idle_ns = 100 * MS;
 	struct harness h;
-	h_init(&h, 2, NULL, &fwc);
 	struct scr s;
-	scr_init(&s, &h);
+	idle_pair(&h, &s);
 	enum { LEN = 40000 };   /* frames enough to be lent (EMP_LEND_MIN_FRAMES) */
 	static uint8_t rb[LEN + 1024], out[LEN];
 	struct iovec v = { rb, sizeof(rb) };
