@@ -2,7 +2,7 @@
 #include "fw_int.h"
 
 /* A receive whose host asked for it (desc lend, nlend) keeps the frames
- * after the first of a multi-frame message where the device put them: the
+ * after the first of a message of 16 KiB or more (EMP_LEND_MIN_BYTES) where the device put them: the
  * host copies them out of the device straight into the reader's buffer,
  * one copy instead of two. The first frame (the message's own header) is
  * always copied. Frames go back to the device when the host has read them
@@ -25,7 +25,7 @@ int emp__lent_take(struct emp_fw *fw, int32_t r, uint32_t frame, const uint8_t *
 {
 	struct emp_desc *d = &fw->desc[r];
 	const struct rec *x = &fw->rec[r];
-	if (!d->lend || d->lend_off || frame == 0 || frame >= d->nlend || x->nframes < EMP_LEND_MIN_FRAMES ||
+	if (!d->lend || d->lend_off || frame == 0 || frame >= d->nlend || x->len < EMP_LEND_MIN_BYTES ||
 	    fw->rx_cur < 0 || !fw->ops->rx_hold ||
 	    (uint64_t)frame * x->frag + len > x->cap || d->lend[frame].tok)
 		return 0;

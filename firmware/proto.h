@@ -216,10 +216,10 @@ enum emp_frame_flags {
 #define EMP_SMALL_RESERVE_MSGS    8
 #define EMP_SMALL_LOOKAHEAD      64   /* queued messages looked past a blocked one */
 #define EMP_MAX_TAG_ANY        0xffffffffu
-/* a receive lends the frames of messages of this many frames or more only
+/* a receive lends the frames of messages of this many bytes or more only
  * (lent.c): reading a lent frame takes the engine's lock, which a busy
  * multi-threaded program's threads want for driving; a short message's
  * copy is cheap */
-#define EMP_LEND_MIN_FRAMES      16
+#define EMP_LEND_MIN_BYTES       16384u
 
 #endif

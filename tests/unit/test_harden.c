@@ -323,7 +323,7 @@ static void t_lent_given_up(void)
 	struct harness h;
 	struct scr s;
 	idle_pair(&h, &s);
-	enum { LEN = 40000 };   /* frames enough to be lent (EMP_LEND_MIN_FRAMES) */
+	enum { LEN = 40000 };   /* long enough to be lent (EMP_LEND_MIN_BYTES) */
 	static uint8_t rb[LEN + 1024], out[LEN];
 	struct iovec v = { rb, sizeof(rb) };
 	emp_req_t *r;

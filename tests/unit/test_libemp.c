@@ -1074,7 +1074,7 @@ static void t_lent_read(void)
 		else
 			CHECK_EQ(emp_recv_lent(r), lent);
 	}
-	/* a message of fewer frames (EMP_LEND_MIN_FRAMES) is copied whole */
+	/* a message under EMP_LEND_MIN_BYTES is copied whole */
 	struct iovec sv2 = { src, 10000 };
 	CHECK_EQ(emp_start(p.ep[1], r), 0);
 	CHECK_EQ(emp_post_send(p.ep[0], A(1), 7, &sv2, 1, &s), 0);
