@@ -461,6 +461,11 @@ static int sim_tx_burst(void *priv, const struct emp_txframe *f, unsigned n)
 	uint64_t now = w->clock(w->clock_arg);
 	pthread_mutex_lock(&w->mu);
 	w->st.bursts++;
+	if (w->f.tx_error) {
+		int e = w->f.tx_error;
+		pthread_mutex_unlock(&w->mu);
+		return -e;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		uint32_t len = txf_len(&f[i]);
 		if (len < EMP_ETH_HLEN || len > p->mtu + EMP_ETH_HLEN) {

@@ -18,6 +18,7 @@ struct emp_sim_faults {
 	uint64_t reorder_ns;
 	unsigned mtu;             /* device MTU of every port (default 1500) */
 	unsigned queue_frames;    /* per-port receive queue; overflow = drop (default 4096) */
+	int tx_error;             /* tests: tx_burst fails with -tx_error, sends nothing (a device gone: ENXIO) */
 };
 
 struct emp_sim_stats {

@@ -575,6 +575,7 @@ void emp__tx_flush(struct emp_fw *fw)
 	}
 	n = live;
 	int sent = n ? fw->ops->tx_burst(fw->dev, fw->txf, n) : 0;
+	int gone = sent < 0;                    /* the device failed (its link is gone), not full */
 	if (sent < 0)
 		sent = 0;
 	for (unsigned i = 0; i < (unsigned)sent; i++) {
@@ -588,9 +589,14 @@ void emp__tx_flush(struct emp_fw *fw)
 		pe->tx_frames++;
 		pe->tx_bytes += bytes;
 	}
-	/* frames the device had no room for: data goes again next poll */
+	/* frames the device had no room for: data goes again next poll; a
+	 * device that failed (its interface gone) lost them, as a wire would:
+	 * the retransmission timers try again, not every poll (a process
+	 * whose interface had gone spun on it for its 2 s exit flush) */
 	for (unsigned i = (unsigned)sent; i < n; i++) {
 		fw->ctr.drops[EMP_DROP_TX_FULL]++;
+		if (gone)
+			continue;
 		int32_t r = fw->txmeta[i].rec;
 		if (r == NIL || fw->rec[r].kind != REC_SEND_ACTIVE)
 			continue;

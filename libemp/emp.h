@@ -209,6 +209,7 @@ struct emp_waitfor {
 	void *arg;
 	int64_t timeout_ns;                      /* < 0 forever, 0 one look (no sleep) */
 	int share_device;                        /* see above; 0: every sleep holds the device */
+	int no_spin;                             /* 1: sleep at once, never spin (nobody's latency waits on it) */
 };
 int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w);
 /* Inside sleep(): 1 when this sleep must hold emp_wait_fd() (and

@@ -385,7 +385,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 	/* after a gathering sleep the message still incomplete gathers again
 	 * (the loop below); a spin would burn the CPU until it is complete */
 	uint64_t budget = 0;
-	if (rc == UNDECIDED && ep->spin_ns && !g0) {
+	if (rc == UNDECIDED && ep->spin_ns && !g0 && !w->no_spin) {
 		if (!emp__crowded())
 			budget = spin_budget;
 		else
@@ -448,7 +448,7 @@ int emp_wait_for(emp_endpoint_t *ep, const struct emp_waitfor *w)
 			rc = r;
 		else if (now >= end)
 			rc = 0;
-		else if (ep->spin_ns && slept < EMP__NOSLEEP_NS && !emp__crowded())
+		else if (ep->spin_ns && slept < EMP__NOSLEEP_NS && !w->no_spin && !emp__crowded())
 			rc = spin(ep, w, now, ep->spin_ns, end, 1);   /* frames were waiting: they flow; a sleep each costs a call */
 	}
 	now = emp__now(ep);

@@ -427,6 +427,7 @@ int es__conn_hello_seen(struct es_sock *s);
 int es__conn_destroy(struct es_sock *s, int flush);
 /* linger.c: at exit every connection closes in order (bounded wait) */
 void es__flush_all(void);
+int es__exiting(void);          /* linger.c: the exit flush has begun (es__flush_all) */
 /* handoff.c: at the end of es__flush_all: a child releases the packet
  * sockets once the process is gone (EMP_EXIT_HANDOFF=0: not) */
 void es__handoff_device(void);

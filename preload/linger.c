@@ -77,6 +77,7 @@ static void unown(emp_req_t *q)
 /* set at exit (es__flush_all): other threads may still be inside calls on
  * the connections it closes */
 static int exiting;
+int es__exiting(void) { return __atomic_load_n(&exiting, __ATOMIC_ACQUIRE); }
 
 static void teardown_locked(struct es_sock *s)
 {
@@ -165,10 +166,19 @@ static int reap_pass(struct pollfd *p, int *np, int max, int kernel, int64_t *ne
 		struct es_sock *s = c->s;
 		es__sock_lock(s);
 		es__process(s);
-		if (kernel && s->kfd >= 0 && !c->kdead)
-			es__kernel_check(s, 1);
+		/* a kernel FIN whose EMP FIN has not come yet starts a grace:
+		 * its socket stays readable, so it is not polled, and the grace
+		 * is waited out asleep (1 ms looks), not in a yield loop (eight
+		 * processes whose peers had died spun that way for 0.5 s each
+		 * at exit, taking both CPUs from the next test) */
+		if (kernel && s->kfd >= 0 && !c->kdead) {
+			if (c->kgrace)
+				es__kernel_grace_end(s, es__now_ns());
+			else
+				es__kernel_check(s, 0);
+		}
 		int d = zombie_done(c, es__now_ns());
-		if (!d && s->kfd >= 0 && !c->kdead && *np < max)
+		if (!d && s->kfd >= 0 && !c->kdead && !c->kgrace && *np < max)
 			p[(*np)++] = (struct pollfd){ s->kfd, POLLIN | POLLRDHUP, 0 };
 		es__sock_unlock(s);
 		if (d) {

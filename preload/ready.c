@@ -456,7 +456,10 @@ static int wait_fds(struct es_wake *wk, struct pollfd *p, int n, int64_t timeout
 	/* done() is the wake (or a kernel fd): whichever thread takes a frame
 	 * that matters here hits it, so the device may be another sleeper's */
 	struct emp_waitfor w = { .done = fw_done, .arm = fw_arm, .sleep = fw_sleep, .disarm = fw_disarm,
-				 .arg = &a, .timeout_ns = timeout_ns, .share_device = 1 };
+				 .arg = &a, .timeout_ns = timeout_ns, .share_device = 1,
+				 /* the exit's wait for close exchanges (a peer that died
+				  * never answers: up to 2 s) must not take CPUs from others */
+				 .no_spin = es__exiting() };
 	int r = emp_wait_for(ep, &w);
 	if (a.intr)
 		return -EINTR;

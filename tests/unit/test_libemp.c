@@ -1136,10 +1136,46 @@ static void t_lent_urgent(void)
 	pair_close(&p);
 }
 
+/* A device that fails (its interface gone: ENXIO) is tried again by the
+ * retransmission timers, not at once: a waiter sleeps meanwhile (a process
+ * exiting after its namespace went spun on it for its whole 2 s flush,
+ * taking both CPUs), and the message goes once the device works again. */
+static void t_tx_device_gone(void)
+{
+	struct pair p;
+	pair_open(&p, 0);
+	pair_warm(&p);
+	static char src[3000], dst[3000];
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (char)(i * 13);
+	struct iovec sv = { src, sizeof(src) }, dv = { dst, sizeof(dst) };
+	emp_req_t *r, *s;
+	struct emp_status st;
+	struct emp_sim_faults f = { .seed = 3, .delay_ns = 2000, .tx_error = ENXIO };
+	emp_sim_wire_set_faults(p.wire, &f);
+	struct emp_sim_stats a, b;
+	emp_sim_wire_stats(p.wire, &a);
+	CHECK_EQ(emp_post_recv(p.ep[1], A(0), 9, &dv, 1, &r), 0);
+	CHECK_EQ(emp_post_send(p.ep[0], A(1), 9, &sv, 1, &s), 0);
+	CHECK_EQ(emp_wait(p.ep[0], s, &st, 50 * 1000000ll), 0);     /* 50 ms: not sent */
+	emp_sim_wire_stats(p.wire, &b);
+	CHECK_MSG(b.bursts - a.bursts <= 100, "%llu tries of the failed device in 50 ms",
+		  (unsigned long long)(b.bursts - a.bursts));
+	CHECK_MSG(b.bursts - a.bursts >= 2, "the failed device was not tried again");
+	f.tx_error = 0;
+	emp_sim_wire_set_faults(p.wire, &f);
+	CHECK(drive_both(&p, r, s));
+	CHECK_EQ(emp_test(p.ep[1], r, &st), 1);
+	CHECK_EQ(st.result, (int64_t)sizeof(src));
+	CHECK(memcmp(src, dst, sizeof(src)) == 0);
+	pair_close(&p);
+}
+
 static const struct emp_test tests[] = {
 	{ "libemp_syslook_post", t_syslook_post, 20 },
 	{ "libemp_syslook_wait", t_syslook_wait, 20 },
 	{ "libemp_due_after_long_drive", t_due_after_long_drive, 20 },
+	{ "libemp_tx_device_gone", t_tx_device_gone, 20 },
 	{ "libemp_lent_read", t_lent_read, 30 },
 	{ "libemp_lent_urgent", t_lent_urgent, 30 },
 	{ "libemp_wait_crowded", t_wait_crowded, 20 },
