@@ -10,7 +10,9 @@
 /*
  * Input:
  *   byte 0  prelude: bit0 a HELLO from host 1 (so its DATA is in session),
- *           bit1 receives posted (exact, wildcard, small, scattered),
+ *           bit1 receives posted (exact, wildcard, small, scattered; the
+ *           70000-byte one lends its frames: lent.c, the frames the driver
+ *           keeps until given back),
  *           bit2 sends posted to host 1 and its HELLO_ACK fed (so ACKs find
  *           messages), bit3 checksums, bit4 flow control (bits 3 and 4 both:
  *           frame authentication on instead), bit5 ack_every 1, bit6 window 8,
@@ -19,9 +21,11 @@
  *   ctrl bit0 fix Ethernet header and version; bit1 fix endpoints, incarnations
  *        and session; bit2 fix the checksum (when the frame's CSUM flag is set)
  *        and with auth the tag (under the key the engine will check it with);
- *        bit3 let time pass after the frame ((bits 4-5) + 1 half-RTOs) and poll;
+ *        bit3 let time pass after the frame ((bits 4-5) + 1 half-RTOs) and poll
+ *        (bits 4-5 both: the driver asks for every lent frame back, rx_urgent);
  *        bit6 source host 2 instead of 1; bit7 not a frame: a mailbox action
- *        (len_lo: descriptor; len_hi bit0: cancel, else repost if done)
+ *        (len_lo: descriptor; len_hi bit0: cancel, else repost if done, after
+ *        reading its message and giving its lent frames back as the host does)
  */
 
 #define NDESC    32
@@ -56,8 +60,50 @@ static int null_tx(void *priv, const struct emp_txframe *f, unsigned n)
 }
 static int null_rx(void *priv, struct emp_rxframe *f, unsigned max) { return 0; }
 static void null_release(void *priv, unsigned n) {}
+
+/* frames the engine keeps (rx_hold): each a heap copy of its exact length,
+ * freed when given back, so a read of one given back is caught */
+#define FZ_HELD 128
+static uint8_t *held[FZ_HELD];
+static uint32_t held_owner[FZ_HELD];
+static uint8_t *feeding;                 /* the frame emp__fw_frame has now */
+static int feeding_held, urgent;
+
+static uint32_t fz_hold(void *priv, unsigned i, uint32_t owner)
+{
+	if (i != 0 || !feeding || feeding_held)
+		return 0;
+	for (uint32_t k = 0; k < FZ_HELD; k++)
+		if (!held[k]) {
+			held[k] = feeding;
+			held_owner[k] = owner;
+			feeding_held = 1;
+			return k + 1;
+		}
+	return 0;
+}
+
+static void fz_unhold(void *priv, uint32_t tok)
+{
+	if (!tok || tok > FZ_HELD || !held[tok - 1])
+		abort();                 /* given back twice, or never held */
+	free(held[tok - 1]);
+	held[tok - 1] = NULL;
+}
+
+static uint32_t fz_urgent(void *priv, uint32_t *owner)
+{
+	for (uint32_t k = 0; urgent && k < FZ_HELD; k++)
+		if (held[k]) {
+			*owner = held_owner[k];
+			return k + 1;
+		}
+	return 0;
+}
+
 static const struct emp_driver_ops null_ops = {
 	.name = "null", .tx_burst = null_tx, .rx_burst = null_rx, .rx_release = null_release,
+	.rx_hold = fz_hold, .rx_unhold = fz_unhold, .rx_urgent = fz_urgent,
 };
 
 static struct emp_fw *fw;
@@ -68,6 +114,8 @@ static uint32_t ring[FZ_RING];
 static uint8_t *rbuf[8];                 /* exact-size heap buffers: ASan sees any overrun */
 static const size_t rlen[8] = { 0, 1, 100, 1456, 5000, 70000, 3000, 20 };
 static uint8_t *sbuf;
+static struct emp_lend lend4[64];         /* receive 4's lent frames */
+static uint8_t scratch[70000];
 static uint64_t now;
 static struct emp_fw_config cfg;
 
@@ -109,8 +157,38 @@ static void post(uint32_t i, uint8_t op, uint16_t host, uint32_t tag, int nsg, c
 		d->sg_inline[k].len = len[k];
 		d->len += len[k];
 	}
+	if (i == 4) {
+		d->lend = lend4;
+		d->nlend = 64;
+	}
 	d->stat = EMP_DS_POSTED;
 	mb_post(i);
+}
+
+/* a frame to the engine as the device's frame 0 of a burst (it may keep it) */
+static void feed(uint8_t *f, uint32_t len)
+{
+	feeding = f;
+	feeding_held = 0;
+	fw->rx_cur = 0;
+	emp__fw_frame(fw, f, len, now);
+	fw->rx_cur = -1;
+	feeding = NULL;
+	if (!feeding_held)
+		free(f);
+}
+
+/* what the host does with a finished receive before posting it again:
+ * read its message, give its lent frames back */
+static void host_read(uint32_t i)
+{
+	struct emp_desc *d = &desc[i];
+	if (d->op == EMP_OP_RECV && d->result > 0 && d->lent)
+		emp__fw_lent_copy(fw, i, 0, scratch, (uint64_t)d->result < sizeof(scratch) ? (uint64_t)d->result : sizeof(scratch));
+	emp__fw_lent_return(fw, i, UINT64_MAX);
+	if (d->lent)
+		abort();
+	d->lend_off = 0;
 }
 
 static uint16_t our_session(void)
@@ -218,6 +296,13 @@ static void check_invariants(void)
 	}
 	if (live != recs)
 		abort();                  /* every posted descriptor has a record, and only those */
+	uint32_t nheld = 0, nlent = 0;
+	for (uint32_t k = 0; k < FZ_HELD; k++)
+		nheld += held[k] != NULL;
+	for (uint32_t i = 0; i < NDESC; i++)
+		nlent += desc[i].lent;
+	if (nheld != nlent)
+		abort();                  /* every frame the device keeps is lent to a receive, and only those */
 	struct emp_counters c;
 	emp__fw_counters(fw, &c);
 	if (c.msgs_received + c.recv_errors + c.msgs_sent + c.send_errors > 1000000)
@@ -288,6 +373,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (d->stat == EMP_DS_POSTED)
 					mb_post(i | EMP_MB_CANCEL);
 			} else if (d->stat == EMP_DS_DONE && d->op) {
+				host_read(i);
 				d->stat = EMP_DS_POSTED;      /* a persistent repost */
 				mb_post(i);
 			}
@@ -314,11 +400,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fz_fix_csum(c, len);
 		if ((ctrl & 0x04) && cfg.auth && len >= EMP_ETH_HLEN + EMP_HDR_LEN)
 			fz_tag(f, len, host);
-		emp__fw_frame(fw, f, len, now);
-		free(f);
+		feed(f, len);
 		if (ctrl & 0x08) {
 			now += (uint64_t)(((ctrl >> 4) & 3) + 1) * (cfg.rto_ns / 2);
+			urgent = ((ctrl >> 4) & 3) == 3;
 			emp__fw_poll(fw, now);
+			urgent = 0;
 		}
 		check_invariants();
 	}
@@ -331,5 +418,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		emp__fw_poll(fw, now);
 		check_invariants();
 	}
+	for (uint32_t i = 0; i < NDESC; i++)      /* the host lets go of everything */
+		host_read(i);
+	for (uint32_t k = 0; k < FZ_HELD; k++)
+		if (held[k])
+			abort();
 	return 0;
 }
