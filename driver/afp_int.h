@@ -137,6 +137,16 @@ struct afp {
 int emp__afp_ring_attach(struct afp *a, unsigned hint, int populate, char *err, size_t errlen);
 int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max);
 void emp__afp_ring_rx_release(struct afp *a, unsigned n);
+/* receive-ring slot i (frames never straddle a block) */
+static inline struct tpacket2_hdr *emp__afp_slot(struct afp *a, unsigned i)
+{
+	return (struct tpacket2_hdr *)(a->ring + (size_t)(i / a->per_block) * a->block_size +
+				       (size_t)(i % a->per_block) * a->frame_size);
+}
+/* afp_lent.c */
+uint32_t emp__afp_rx_hold(void *priv, unsigned i, uint32_t owner);
+void emp__afp_rx_unhold(void *priv, uint32_t tok);
+uint32_t emp__afp_rx_urgent(void *priv, uint32_t *owner);
 int emp__afp_filtered_socket(const struct afp *a, int bulk);
 /* a new AF_PACKET socket (SOCK_RAW, protocol 0, high fd), or one kept before
  * the process gave up root (afp_spare.c); -1 with errno */

@@ -65,11 +65,6 @@ static void seterr(const struct emp_dev_params *p, const char *fmt, ...)
 	va_end(ap);
 }
 
-static struct tpacket2_hdr *slot(struct afp *a, unsigned i)
-{
-	return (struct tpacket2_hdr *)(a->ring + (size_t)(i / a->per_block) * a->block_size +
-				       (size_t)(i % a->per_block) * a->frame_size);
-}
 
 /* frames per ring and their layout: frames never straddle a block */
 static int ring_setup(struct afp *a, unsigned hint, struct tpacket_req *req)
@@ -126,7 +121,7 @@ static void afp_close(void *priv)
 static void release_slot(struct afp *a)
 {
 	if (a->skip[a->tail] != AFP_LENT) {     /* a lent slot goes back at rx_unhold */
-		__atomic_store_n(&slot(a, a->tail)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+		__atomic_store_n(&emp__afp_slot(a, a->tail)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
 		a->skip[a->tail] = 0;
 	}
 	a->tail = (a->tail + 1) % a->nframes;
@@ -334,7 +329,7 @@ static int afp_open(const struct emp_dev_params *p, void **priv)
 		if ((rc = emp__afp_ring_attach(a, p->rx_frames, 1, p->err, p->errlen)) < 0)
 			goto fail;
 		for (unsigned i = 0; i < a->nframes; i++) {
-			struct tpacket2_hdr *h = slot(a, i);
+			struct tpacket2_hdr *h = emp__afp_slot(a, i);
 			if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER))
 				break;
 			__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
@@ -417,7 +412,7 @@ int emp__afp_ring_rx_burst(struct afp *a, struct emp_rxframe *f, unsigned max)
 		release_slot(a);
 	a->rslot_n = 0;
 	while (n < max && a->held < a->nframes) {
-		struct tpacket2_hdr *h = slot(a, a->head);
+		struct tpacket2_hdr *h = emp__afp_slot(a, a->head);
 		uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
 		if (!(st & TP_STATUS_USER) || a->skip[a->head] == AFP_LENT)
 			break;                   /* a lent slot still holds the frame read a lap ago */
@@ -461,58 +456,6 @@ static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
 	return n;
 }
 
-/* Lending (firmware/lent.c): a lent slot stays TP_STATUS_USER when the
- * burst is released; the tail passes it, and the head stops at it a lap
- * later until it is given back. The oldest lent slot within a quarter of
- * the ring ahead of the head is urgent. All under the engine lock. */
-static uint32_t afp_rx_hold(void *priv, unsigned i, uint32_t owner)
-{
-	struct afp *a = priv;
-	if (!a->hold_ok || i >= a->rslot_n || !owner || a->lq_n == a->nframes)
-		return 0;
-	unsigned s = a->rslot_of[i];
-	if (a->skip[s])
-		return 0;
-	a->skip[s] = AFP_LENT;
-	a->owner[s] = owner;
-	a->lq[(a->lq_head + a->lq_n++) % a->nframes] = s;
-	return s + 1;
-}
-
-static void afp_rx_unhold(void *priv, uint32_t tok)
-{
-	struct afp *a = priv;
-	unsigned s = tok - 1;
-	if (!tok || s >= a->nframes || a->skip[s] != AFP_LENT)
-		return;
-	a->owner[s] = 0;
-	int unswept = 0;                 /* handed out in the burst not yet released: the sweep's */
-	for (unsigned k = 0; k < a->held && !unswept; k++)
-		unswept = (a->tail + k) % a->nframes == s;
-	if (unswept) {
-		a->skip[s] = AFP_GIVEN;
-		return;
-	}
-	a->skip[s] = 0;
-	__atomic_store_n(&slot(a, s)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-}
-
-static uint32_t afp_rx_urgent(void *priv, uint32_t *owner)
-{
-	struct afp *a = priv;
-	while (a->lq_n && a->skip[a->lq[a->lq_head]] != AFP_LENT) {
-		a->lq_head = (a->lq_head + 1) % a->nframes;
-		a->lq_n--;
-	}
-	if (!a->lq_n)
-		return 0;
-	unsigned s = a->lq[a->lq_head];
-	unsigned ahead = (s + a->nframes - a->head) % a->nframes;
-	if (ahead >= a->nframes / 4)
-		return 0;
-	*owner = a->owner[s];
-	return s + 1;
-}
 
 /* frames the kernel dropped at our socket (its buffer, later its ring, was
  * full: PACKET_STATISTICS, which resets what it reports) and those the pool
@@ -541,7 +484,7 @@ static int main_pending(const struct afp *a)
 			       __atomic_load_n(&a->look_ns, __ATOMIC_RELAXED);
 	}
 	unsigned head = __atomic_load_n(&a->head, __ATOMIC_RELAXED) % a->nframes;
-	const struct tpacket2_hdr *h = slot((struct afp *)a, head);
+	const struct tpacket2_hdr *h = emp__afp_slot((struct afp *)a, head);
 	return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0 &&
 	       __atomic_load_n(&a->skip[head], __ATOMIC_RELAXED) != AFP_LENT;   /* a hint */
 }
@@ -628,9 +571,9 @@ const struct emp_driver_ops emp__afpacket_ops = {
 	.tx_burst = afp_tx_burst,
 	.rx_burst = afp_rx_burst,
 	.rx_release = afp_rx_release,
-	.rx_hold = afp_rx_hold,
-	.rx_unhold = afp_rx_unhold,
-	.rx_urgent = afp_rx_urgent,
+	.rx_hold = emp__afp_rx_hold,
+	.rx_unhold = emp__afp_rx_unhold,
+	.rx_urgent = emp__afp_rx_urgent,
 	.rx_pending = afp_rx_pending,
 	.rx_dropped = afp_rx_dropped,
 	.wait_fd = afp_wait_fd,
