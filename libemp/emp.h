@@ -136,6 +136,8 @@ int emp_recv_lend(emp_endpoint_t *ep, emp_req_t *req, unsigned n);
 /* frames of the receive's message still in the device (0: its bytes are
  * all in its buffers and may be read there without a lock) */
 unsigned emp_recv_lent(const emp_req_t *req);
+/* 1 if emp_recv_lend gave the receive a table */
+int emp_recv_lends(const emp_req_t *req);
 /* bytes [off, off + n) of a completed receive's message into dst, from its
  * buffers and the device */
 void emp_recv_copy(emp_endpoint_t *ep, emp_req_t *req, uint64_t off, void *dst, size_t n);

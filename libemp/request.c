@@ -395,6 +395,7 @@ int emp_recv_restore(emp_endpoint_t *ep, emp_req_t *d)
 }
 
 unsigned emp_recv_lent(const emp_req_t *d) { return __atomic_load_n(&d->lent, __ATOMIC_ACQUIRE); }
+int emp_recv_lends(const emp_req_t *d) { return d->lend != NULL; }
 
 int emp_recv_lend(emp_endpoint_t *ep, emp_req_t *d, unsigned n)
 {

@@ -17,6 +17,7 @@ enum { CT_CREDIT = 1, CT_HELLO = 2, CT_CLOSE = 3, CT_BYE = 4 };
 #define ES_KIND_CONN 3                   /* what a request's user pointer names */
 #define ES_LEND_SG 8                     /* a lent receive: the slot's header, up to 6 of the reader's vectors, the slot's rest */
 #define ES_LEND_MIN 2048                 /* a reader asking for less copies from the slot (a small read may not take a whole message) */
+#define ES_LEND_AFTER 16384              /* a message this long (header included: firmware/lent.c EMP_LEND_MIN_BYTES) gives its slot a lending table */
 
 struct es_conn {
 	int kind;                        /* ES_KIND_CONN */

@@ -200,9 +200,6 @@ int es__conn_post_data(struct es_conn *c)
 		r = emp_recv_init(c->ep, c->peer, c->lid, &v, 1, &c->rreq[i]);
 		if (r == 0)
 			emp_req_set_user(c->rreq[i], c);
-		/* frames of 1 KiB payload or more: a message's whole length */
-		if (r == 0 && es__g.lend)
-			(void)emp_recv_lend(c->ep, c->rreq[i], (unsigned)(v.iov_len / 1024 + 2));
 	}
 	if (r == 0 && emp_start_many(c->ep, c->rreq, (int)c->rx_slots) != (int)c->rx_slots)
 		r = -EIO;

@@ -191,6 +191,12 @@ void es__log_once_nobufs(void)
 void es__retire_head(struct es_conn *c)
 {
 	unsigned i = c->rx_read % c->rx_slots;
+	/* a slot that got a message long enough to be lent (firmware/lent.c:
+	 * EMP_LEND_MIN_BYTES) lends from now on: its table (16 bytes a frame of
+	 * 1 KiB payload or more, about 2 KiB) is made then, so a connection
+	 * that never gets one, an idle or a request/response one, costs none */
+	if (es__g.lend && c->rlen[i] + ES_HDR >= ES_LEND_AFTER && !emp_recv_lends(c->rreq[i]))
+		(void)emp_recv_lend(c->ep, c->rreq[i], (unsigned)((ES_HDR + c->rx_slot_sz) / 1024 + 2));
 	if (c->rd_active && c->rx_read == c->rd_q) {
 		es__unlend(c);      /* its own buffers before it is posted again */
 		c->rd_active = 0;
