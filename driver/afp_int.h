@@ -62,7 +62,7 @@ struct afp {
 	unsigned *lq, lq_head, lq_n;
 	unsigned rslot_of[AFP_BSLOTS];   /* the ring slot of each frame of the last ring burst */
 	unsigned rslot_n;
-	int hold_ok;            /* the last burst's frames are the ring's, in bslot */
+	int hold_ok;            /* the last burst's frames are the ring's, in rslot_of */
 	uint64_t truncated, oversize;
 	uint64_t kdrops;        /* the kernel's tp_drops of fd, summed (reading resets them) */
 	/* transmit ring (afp_txring.c), built off the critical path */

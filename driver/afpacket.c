@@ -65,7 +65,6 @@ static void seterr(const struct emp_dev_params *p, const char *fmt, ...)
 	va_end(ap);
 }
 
-
 /* frames per ring and their layout: frames never straddle a block */
 static int ring_setup(struct afp *a, unsigned hint, struct tpacket_req *req)
 {
@@ -455,7 +454,6 @@ static int afp_rx_burst(void *priv, struct emp_rxframe *f, unsigned max)
 	a->hold_ok = n > 0 && !a->bulk && a->last_ring;
 	return n;
 }
-
 
 /* frames the kernel dropped at our socket (its buffer, later its ring, was
  * full: PACKET_STATISTICS, which resets what it reports) and those the pool
